@@ -147,7 +147,9 @@ def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def build_config(raw: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None) -> ScanConfig:
+def build_config(
+    raw: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None
+) -> ScanConfig:
     """Validate a nested dict plus dotted-key overrides (``{"model.name": ...}``) into a ScanConfig.
 
     Overrides whose value is None are ignored, so unset CLI flags keep the YAML value.
@@ -162,7 +164,9 @@ def build_config(raw: dict[str, Any] | None = None, overrides: dict[str, Any] | 
         raise ConfigError(_format_validation_error(error)) from None
 
 
-def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> ScanConfig:
+def load_config(
+    path: str | Path | None = None, overrides: dict[str, Any] | None = None
+) -> ScanConfig:
     """Read a YAML file (optional) and apply dotted-key overrides; fail early on any bad key."""
     raw: dict[str, Any] = {}
     if path is not None:

@@ -97,7 +97,7 @@ class DocumentScorer:
                 self.scoring.ablation_k_percentages,
             )
             for name, values in scores.items():
-                for j, value in zip(batch, values.tolist()):
+                for j, value in zip(batch, values.tolist(), strict=True):
                     result[name][scorable[j]] = None if math.isnan(value) else value
         return result
 
@@ -135,7 +135,9 @@ def score_texts(
     model_options, scoring_options = _split_options(options)
     if isinstance(model, LoadedModel):
         if model_options:
-            raise TypeError(f"model options {sorted(model_options)} need a model name, not a LoadedModel")
+            raise TypeError(
+                f"model options {sorted(model_options)} need a model name, not a LoadedModel"
+            )
         loaded = model
     else:
         loaded = load_model(ModelConfig(name=model, **model_options))

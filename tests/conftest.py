@@ -8,10 +8,10 @@ import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import (
-    GPT2Config,
-    GPT2LMHeadModel,
     Gemma3ForCausalLM,
     Gemma3TextConfig,
+    GPT2Config,
+    GPT2LMHeadModel,
     LlamaConfig,
     LlamaForCausalLM,
     PreTrainedTokenizerFast,
@@ -65,18 +65,23 @@ def build_tiny_model(kind: str, seed: int = 0) -> LoadedModel:
     """
     tokenizer = tiny_tokenizer(add_bos=kind != "gpt2")
     vocab = len(tokenizer) + 37  # model vocabulary larger than the tokenizer's
+    special = {
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
     torch.manual_seed(seed)
     if kind == "gpt2":
         config = GPT2Config(
             vocab_size=vocab, n_positions=512, n_embd=32, n_layer=2, n_head=2,
-            initializer_range=0.2,
+            initializer_range=0.2, **special,
         )
         model = GPT2LMHeadModel(config)
     elif kind == "llama":
         config = LlamaConfig(
             vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-            tie_word_embeddings=False, initializer_range=0.2,
+            tie_word_embeddings=False, initializer_range=0.2, **special,
         )
         model = LlamaForCausalLM(config)
     elif kind == "gemma3":
@@ -84,7 +89,7 @@ def build_tiny_model(kind: str, seed: int = 0) -> LoadedModel:
             vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
             num_attention_heads=4, num_key_value_heads=2, head_dim=8,
             max_position_embeddings=512, sliding_window=16, final_logit_softcapping=5.0,
-            initializer_range=0.2,
+            initializer_range=0.2, **special,
         )
         model = Gemma3ForCausalLM(config)
     else:
@@ -109,3 +114,12 @@ def wikimia32_texts() -> list[str]:
     import polars as pl
 
     return pl.read_parquet(WIKIMIA32)["text"].to_list()
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> LoadedModel:
+    """The real bundled SmolLM2-135M (float32, CPU), loaded once per test session."""
+    from pipeline.config import ModelConfig
+    from pipeline.models.loading import load_model
+
+    return load_model(ModelConfig(name="smollm2-135m", device="cpu"))

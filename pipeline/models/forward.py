@@ -20,7 +20,11 @@ from typing import Literal
 import torch
 from transformers import PreTrainedModel
 
-from pipeline.scoring.token_stats import TokenStats, token_stats_from_hidden, token_stats_from_logits
+from pipeline.scoring.token_stats import (
+    TokenStats,
+    token_stats_from_hidden,
+    token_stats_from_logits,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +156,9 @@ def choose_head_path(
     head = find_linear_head(model)
     if head is None:
         if requested == "fused":
-            raise ValueError("scoring.head='fused' but the model's head is not a plain linear layer")
+            raise ValueError(
+                "scoring.head='fused' but the model's head is not a plain linear layer"
+            )
         logger.info("model head is not a plain linear layer; reducing the model's logits")
         return None
     if requested == "fused":

@@ -22,7 +22,9 @@ import torch
 from pipeline.scoring.token_stats import TokenStats, safe_divide
 
 
-def score_column_names(k_percentages: Sequence[int], ablation_k_percentages: Sequence[int]) -> list[str]:
+def score_column_names(
+    k_percentages: Sequence[int], ablation_k_percentages: Sequence[int]
+) -> list[str]:
     """Names of the score columns, in output order."""
     names = ["loss", "zlib"]
     names += [f"mink_k{p}" for p in k_percentages]
@@ -37,7 +39,9 @@ def zlib_length(text: str) -> int:
     return len(zlib.compress(text.encode("utf-8")))
 
 
-def lowest_k_means(values: torch.Tensor, lengths: torch.Tensor, percentages: Sequence[int]) -> torch.Tensor:
+def lowest_k_means(
+    values: torch.Tensor, lengths: torch.Tensor, percentages: Sequence[int]
+) -> torch.Tensor:
     """Mean of the lowest max(1, floor(P/100 * n)) values of each row, for each P.
 
     ``values`` is [docs, max_len] float64 with each row's first ``lengths[i]`` entries valid.
@@ -106,4 +110,3 @@ def document_scores(
         for column, p in enumerate(percentages):
             scores[f"{prefix}_k{p}"] = means[:, column]
     return scores
-

@@ -8,8 +8,9 @@ For each scored position with logits x (over the model's full vocabulary) and ta
 
 The vocabulary is swept in tiles. Each tile contributes its own max, softmax mass,
 p-weighted mean and *centred* second moment, merged with the parallel-variance rule
-(Chan et al.) under an online max. Nothing of size [rows x vocab] is ever held in
-float32 beyond one [row_chunk x vocab_chunk] tile, and the variance never comes from
+(Chan et al.) under an online max. Means are kept relative to the running max, so large
+logit offsets cost no precision. Nothing of size [rows x vocab] is ever held in float32
+beyond one [row_chunk x vocab_chunk] tile, and the variance never comes from
 E[x^2] - E[x]^2.
 
 Pure torch, no model or framework knowledge: callers supply a function that returns
@@ -46,8 +47,10 @@ def safe_divide(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Ten
     return torch.where(nonzero, numerator / torch.where(nonzero, denominator, 1.0), 0.0)
 
 
-def _tile_moments(tile: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Max, softmax mass relative to that max, weighted mean and centred M2 of one tile.
+def _tile_moments(
+    tile: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Max, softmax mass and weighted mean relative to that max, and centred M2 of one tile.
 
     Consumes ``tile`` (float32, modified in place) to avoid extra [rows x vocab] buffers.
     """
@@ -58,7 +61,7 @@ def _tile_moments(tile: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     mean_shifted = torch.linalg.vecdot(weights, shifted) / mass
     deviation = shifted.sub_(mean_shifted[:, None])
     m2 = torch.linalg.vecdot(weights.mul_(deviation), deviation)
-    return tile_max, mass, mean_shifted + tile_max, m2
+    return tile_max, mass, mean_shifted, m2
 
 
 def token_stats(
@@ -76,10 +79,9 @@ def token_stats(
     """
     n_rows = targets.shape[0]
     device = targets.device
-    target_logit = torch.empty(n_rows, dtype=torch.float32, device=device)
-    log_normaliser = torch.empty_like(target_logit)
-    mean_logit = torch.empty_like(target_logit)
-    variance = torch.empty_like(target_logit)
+    target_logprob = torch.empty(n_rows, dtype=torch.float32, device=device)
+    mean_logprob = torch.empty_like(target_logprob)
+    variance = torch.empty_like(target_logprob)
 
     for r0 in range(0, n_rows, row_chunk):
         r1 = min(r0 + row_chunk, n_rows)
@@ -98,24 +100,26 @@ def token_stats(
                 continue
             run_target = torch.where(in_tile, tile_target, run_target)
             new_max = torch.maximum(run_max, t_max)
-            scale_run = torch.exp(run_max - new_max)
-            scale_tile = torch.exp(t_max - new_max)
-            mass_run = run_mass * scale_run
-            mass_tile = t_mass * scale_tile
+            shift_run, shift_tile = run_max - new_max, t_max - new_max  # <= 0
+            mass_run = run_mass * torch.exp(shift_run)
+            mass_tile = t_mass * torch.exp(shift_tile)
             mass = mass_run + mass_tile
-            delta = t_mean - run_mean
-            run_mean = run_mean + delta * (mass_tile / mass)
-            run_m2 = run_m2 * scale_run + t_m2 * scale_tile + delta * delta * (mass_run * mass_tile / mass)
+            mean_run, mean_tile = run_mean + shift_run, t_mean + shift_tile  # relative to new_max
+            delta = mean_tile - mean_run
+            run_mean = mean_run + delta * (mass_tile / mass)
+            run_m2 = (
+                run_m2 * torch.exp(shift_run)
+                + t_m2 * torch.exp(shift_tile)
+                + delta * delta * (mass_run * mass_tile / mass)
+            )
             run_mass, run_max = mass, new_max
-        target_logit[r0:r1] = run_target
-        log_normaliser[r0:r1] = run_max + torch.log(run_mass)
-        mean_logit[r0:r1] = run_mean
+        log_mass = torch.log(run_mass)  # log-normaliser minus the running max
+        target_logprob[r0:r1] = (run_target - run_max) - log_mass
+        mean_logprob[r0:r1] = run_mean - log_mass
         variance[r0:r1] = (run_m2 / run_mass).clamp_min(0)
 
     return TokenStats(
-        target_logprob=target_logit - log_normaliser,
-        mean_logprob=mean_logit - log_normaliser,
-        std_logprob=variance.sqrt(),
+        target_logprob=target_logprob, mean_logprob=mean_logprob, std_logprob=variance.sqrt()
     )
 
 
@@ -142,9 +146,7 @@ def token_stats_from_hidden(
             logits = torch.tanh(logits.div_(softcap)).mul_(softcap)
         return logits
 
-    return token_stats(
-        tile, targets, weight.shape[0], row_chunk=row_chunk, vocab_chunk=vocab_chunk
-    )
+    return token_stats(tile, targets, weight.shape[0], row_chunk=row_chunk, vocab_chunk=vocab_chunk)
 
 
 def token_stats_from_logits(
@@ -159,6 +161,4 @@ def token_stats_from_logits(
     def tile(r0: int, r1: int, v0: int, v1: int) -> torch.Tensor:
         return logits[r0:r1, v0:v1].to(torch.float32, copy=True)
 
-    return token_stats(
-        tile, targets, logits.shape[1], row_chunk=row_chunk, vocab_chunk=vocab_chunk
-    )
+    return token_stats(tile, targets, logits.shape[1], row_chunk=row_chunk, vocab_chunk=vocab_chunk)

@@ -62,8 +62,10 @@ def encode_documents(
             valid_positions.append(position)
 
     if valid_positions:
-        encoded = tokenizer([texts[i] for i in valid_positions], add_special_tokens=True)["input_ids"]
-        for position, ids in zip(valid_positions, encoded):
+        encoded = tokenizer([texts[i] for i in valid_positions], add_special_tokens=True)[
+            "input_ids"
+        ]
+        for position, ids in zip(valid_positions, encoded, strict=True):
             if bos is not None and (not ids or ids[0] != bos):
                 ids = [bos, *ids]
             status = OK
@@ -75,7 +77,9 @@ def encode_documents(
     return [doc for doc in documents if doc is not None]
 
 
-def plan_batches(lengths: Sequence[int], *, batch_tokens: int, max_batch_size: int) -> list[list[int]]:
+def plan_batches(
+    lengths: Sequence[int], *, batch_tokens: int, max_batch_size: int
+) -> list[list[int]]:
     """Group indices into batches of similar length under a padded-token budget.
 
     Sorting by length keeps padding small; a batch of b documents padded to length L
@@ -86,7 +90,9 @@ def plan_batches(lengths: Sequence[int], *, batch_tokens: int, max_batch_size: i
     current: list[int] = []
     for index in order:
         longest = lengths[current[0]] if current else lengths[index]
-        if current and ((len(current) + 1) * longest > batch_tokens or len(current) >= max_batch_size):
+        if current and (
+            (len(current) + 1) * longest > batch_tokens or len(current) >= max_batch_size
+        ):
             batches.append(current)
             current = []
         current.append(index)

@@ -1,0 +1,47 @@
+"""A deliberately naive float64 Min-K%++ reference, written from the paper's definitions.
+
+One document at a time, full log-softmax over the vocabulary, no batching, no chunking: the
+shape of the authors' reference code. Tests compare the fused, batched scorer against it.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import torch
+
+from pipeline.models.loading import LoadedModel
+
+
+def naive_token_scores(loaded: LoadedModel, input_ids: list[int]) -> dict[str, torch.Tensor]:
+    """Per scored token (every token after the first): log p, mu, sigma, in float64."""
+    ids = torch.tensor([input_ids], device=loaded.device)
+    with torch.no_grad():
+        logits = loaded.model(input_ids=ids).logits[0, :-1].to(torch.float64)
+    log_probs = torch.log_softmax(logits, dim=-1)
+    probs = log_probs.exp()
+    target = log_probs.gather(1, ids[0, 1:, None].cpu()).squeeze(1)
+    mu = (probs * log_probs).sum(-1)
+    sigma = ((probs * (log_probs - mu[:, None]) ** 2).sum(-1)).sqrt()
+    return {"logprob": target, "mu": mu, "sigma": sigma}
+
+
+def _lowest_mean(values: torch.Tensor, percent: int) -> float:
+    k = max(1, percent * len(values) // 100)  # floor(P/100 * n), exactly
+    return float(torch.sort(values).values[:k].mean())
+
+
+def naive_document_scores(
+    loaded: LoadedModel, text: str, input_ids: list[int], percentages: list[int]
+) -> dict[str, float]:
+    """Every single-pass score of one document, computed from scratch."""
+    token = naive_token_scores(loaded, input_ids)
+    logprob, mu, sigma = token["logprob"], token["mu"], token["sigma"]
+    loss = float(logprob.mean())
+    scores = {"loss": loss, "zlib": loss / len(zlib.compress(text.encode("utf-8")))}
+    for p in percentages:
+        scores[f"mink_k{p}"] = _lowest_mean(logprob, p)
+        scores[f"minkpp_k{p}"] = _lowest_mean((logprob - mu) / sigma, p)
+        scores[f"minkpp_mu_k{p}"] = _lowest_mean(logprob - mu, p)
+        scores[f"minkpp_sigma_k{p}"] = _lowest_mean(logprob / sigma, p)
+    return scores

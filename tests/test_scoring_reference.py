@@ -1,0 +1,104 @@
+"""The fused, batched scorer computes exactly what the paper defines (float64 reference)."""
+
+from __future__ import annotations
+
+import pytest
+from naive_reference import naive_document_scores
+
+from pipeline.config import ScoringConfig
+from pipeline.models.loading import LoadedModel
+from pipeline.scorer import DocumentScorer
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Min-K%++ normalises each token log-probability.",
+    "Ray Data streams Parquet shards through pools of model actors on a cluster, "
+    "and every shard is scored by one replica.",
+    "Numbers like 12345 and symbols like %, $ and #.",
+    "zzz qqq xx",
+    "In 2024 several events happened.",
+]
+PERCENTAGES = [10, 20, 50, 100]
+TOLERANCE = 1e-5
+
+
+def scoring(**overrides: object) -> ScoringConfig:
+    options = {
+        "k_percentages": PERCENTAGES,
+        "ablation_k_percentages": PERCENTAGES,
+        "row_chunk": 7,  # several row and vocabulary tiles even on tiny inputs
+        "vocab_chunk": 128,  # does not divide the padded vocabularies (~337)
+    }
+    return ScoringConfig(**(options | overrides))
+
+
+def assert_matches_reference(loaded: LoadedModel, scorer: DocumentScorer) -> None:
+    documents = scorer.encode(TEXTS)
+    scores = scorer.score_documents(documents)
+    for row, (text, document) in enumerate(zip(TEXTS, documents, strict=True)):
+        expected = naive_document_scores(loaded, text, list(document.input_ids), PERCENTAGES)
+        assert scores["n_tokens"][row] == len(document.input_ids) - 1
+        for column, value in expected.items():
+            assert scores[column][row] == pytest.approx(value, abs=TOLERANCE, rel=0), (row, column)
+
+
+@pytest.mark.parametrize("head", ["fused", "logits"])
+def test_every_score_column_matches_the_float64_reference(
+    tiny_model: LoadedModel, head: str
+) -> None:
+    assert_matches_reference(tiny_model, DocumentScorer(tiny_model, scoring(head=head)))
+
+
+def test_model_vocabulary_is_padded_beyond_the_tokenizer(tiny_model: LoadedModel) -> None:
+    # The reference test above covers padded vocabularies only if the fixture really has one.
+    assert tiny_model.model.get_output_embeddings().weight.shape[0] > len(tiny_model.tokenizer)
+
+
+def test_auto_head_uses_the_fused_path_for_plain_linear_heads(tiny_model: LoadedModel) -> None:
+    assert DocumentScorer(tiny_model, scoring()).head_path == "fused"
+
+
+def test_prepend_bos_scores_the_first_text_token_too(tiny_model: LoadedModel) -> None:
+    plain = DocumentScorer(tiny_model, scoring())
+    with_bos = DocumentScorer(tiny_model, scoring(prepend_bos=True))
+    tokenizer = tiny_model.tokenizer
+    text = TEXTS[0]
+    n_text_tokens = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    assert with_bos.score_frame([text])["n_tokens"][0] == n_text_tokens
+    bos_added_by_default = tokenizer.bos_token_id in tokenizer(text)["input_ids"]
+    expected_plain = n_text_tokens if bos_added_by_default else n_text_tokens - 1
+    assert plain.score_frame([text])["n_tokens"][0] == expected_plain
+    assert_matches_reference(tiny_model, with_bos)
+
+
+@pytest.mark.parametrize("padding_side", ["left", "right"])
+@pytest.mark.parametrize("batch_tokens", [2, 40, 100_000])
+def test_scores_do_not_depend_on_batching_or_padding(
+    tiny_model: LoadedModel, padding_side: str, batch_tokens: int
+) -> None:
+    alone = [
+        DocumentScorer(tiny_model, scoring()).score_frame([text]).row(0, named=True)
+        for text in TEXTS
+    ]
+    batched = DocumentScorer(
+        tiny_model, scoring(padding_side=padding_side, batch_tokens=batch_tokens)
+    ).score_frame(TEXTS)
+    for row, expected in enumerate(alone):
+        actual = batched.row(row, named=True)
+        assert actual["status"] == expected["status"]
+        for column, value in expected.items():
+            if isinstance(value, float):
+                assert actual[column] == pytest.approx(value, abs=TOLERANCE, rel=0), column
+
+
+def test_scores_do_not_depend_on_which_documents_share_the_batch(tiny_llama: LoadedModel) -> None:
+    scorer = DocumentScorer(tiny_llama, scoring(batch_tokens=100_000))
+    target = TEXTS[1]
+    in_company = [
+        scorer.score_frame([target, *companions]).row(0, named=True)
+        for companions in ([], TEXTS[2:3], [TEXTS[4], TEXTS[0], TEXTS[3]])
+    ]
+    for other in in_company[1:]:
+        for column, value in in_company[0].items():
+            if isinstance(value, float):
+                assert other[column] == pytest.approx(value, abs=TOLERANCE, rel=0), column
