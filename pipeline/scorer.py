@@ -88,6 +88,7 @@ class DocumentScorer:
                 head=self.head,
                 row_chunk=self.scoring.row_chunk,
                 vocab_chunk=self.scoring.vocab_chunk,
+                compiled=self.scoring.compile_reduction,
             )
             scores = document_scores(
                 stats,

@@ -153,3 +153,16 @@ def test_every_score_is_oriented_higher_for_more_likely_text() -> None:
     )
     for name, values in scores.items():
         assert values[0] > values[1], name
+
+
+@pytest.mark.slow
+def test_compiled_reduction_gives_the_eager_numbers() -> None:
+    generator = torch.Generator().manual_seed(4)
+    logits = torch.randn(50, 3000, generator=generator) * 3
+    targets = torch.randint(0, 3000, (50,), generator=generator)
+    eager = token_stats_from_logits(logits, targets, row_chunk=32, vocab_chunk=1024)
+    compiled = token_stats_from_logits(
+        logits, targets, row_chunk=32, vocab_chunk=1024, compiled=True
+    )
+    assert_stats_close(compiled, float64_stats(logits, targets), 1e-5)
+    assert torch.allclose(compiled.minkpp(), eager.minkpp(), atol=1e-5, rtol=0)

@@ -92,10 +92,12 @@ def batch_token_stats(
     head: LinearHead | None,
     row_chunk: int,
     vocab_chunk: int,
+    compiled: bool = False,
 ) -> TokenStats:
     """TokenStats of all scored positions, documents in batch order, tokens in text order.
 
-    With ``head`` the fused path is used, otherwise the model's logits are reduced.
+    With ``head`` the fused path is used, otherwise the model's logits are reduced;
+    ``compiled`` is passed on to the reduction (`token_stats`).
     """
     scored = batch.scored_positions()
     targets = batch.input_ids[:, 1:][scored]
@@ -115,6 +117,7 @@ def batch_token_stats(
             softcap=head.softcap,
             row_chunk=row_chunk,
             vocab_chunk=vocab_chunk,
+            compiled=compiled,
         )
     logits = model(**inputs, use_cache=False).logits
     batch_size, width, vocab = logits.shape
@@ -122,7 +125,11 @@ def batch_token_stats(
     row_index = scored.nonzero()
     flat_rows = row_index[:, 0] * width + row_index[:, 1]
     return token_stats_from_logits(
-        _RowView(flat, flat_rows), targets, row_chunk=row_chunk, vocab_chunk=vocab_chunk
+        _RowView(flat, flat_rows),
+        targets,
+        row_chunk=row_chunk,
+        vocab_chunk=vocab_chunk,
+        compiled=compiled,
     )
 
 

@@ -19,6 +19,7 @@ the logits of a (row slice, vocab slice) tile.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -64,19 +65,29 @@ def _tile_moments(
     return tile_max, mass, mean_shifted, m2
 
 
+@functools.cache
+def _compiled_tile_moments() -> Callable[[torch.Tensor], tuple[torch.Tensor, ...]]:
+    """`_tile_moments` through torch.compile: one fused loop instead of ~8 tensor passes."""
+    return torch.compile(_tile_moments, dynamic=True)
+
+
 def token_stats(
     logit_tile: LogitTileFn,
     targets: torch.Tensor,
     vocab_size: int,
     *,
-    row_chunk: int = 256,
-    vocab_chunk: int = 32768,
+    row_chunk: int = 2048,
+    vocab_chunk: int = 1024,
+    compiled: bool = False,
 ) -> TokenStats:
     """Sweep rows x vocabulary tiles and return per-row TokenStats.
 
     ``targets`` holds the target token id of each row; ``logit_tile(r0, r1, v0, v1)`` must
     return a fresh tensor (it is reused in place) of the logits of rows r0:r1 over ids v0:v1.
+    ``compiled`` runs the per-tile moments through torch.compile (same numbers, fewer passes
+    over memory; the first call compiles for ~5-20 s).
     """
+    tile_moments = _compiled_tile_moments() if compiled else _tile_moments
     n_rows = targets.shape[0]
     device = targets.device
     target_logprob = torch.empty(n_rows, dtype=torch.float32, device=device)
@@ -93,7 +104,7 @@ def token_stats(
             in_tile = (rows_target >= v0) & (rows_target < v1)
             local = (rows_target - v0).clamp(0, v1 - v0 - 1)
             tile_target = tile.gather(1, local[:, None]).squeeze(1)
-            t_max, t_mass, t_mean, t_m2 = _tile_moments(tile)
+            t_max, t_mass, t_mean, t_m2 = tile_moments(tile)
             if run_max is None:
                 run_max, run_mass, run_mean, run_m2 = t_max, t_mass, t_mean, t_m2
                 run_target = torch.where(in_tile, tile_target, torch.zeros_like(tile_target))
@@ -130,8 +141,9 @@ def token_stats_from_hidden(
     *,
     bias: torch.Tensor | None = None,
     softcap: float | None = None,
-    row_chunk: int = 256,
-    vocab_chunk: int = 32768,
+    row_chunk: int = 2048,
+    vocab_chunk: int = 1024,
+    compiled: bool = False,
 ) -> TokenStats:
     """Fused linear head + reduction: logits tiles are hidden[r] @ weight[v].T, never all at once.
 
@@ -146,19 +158,34 @@ def token_stats_from_hidden(
             logits = torch.tanh(logits.div_(softcap)).mul_(softcap)
         return logits
 
-    return token_stats(tile, targets, weight.shape[0], row_chunk=row_chunk, vocab_chunk=vocab_chunk)
+    return token_stats(
+        tile,
+        targets,
+        weight.shape[0],
+        row_chunk=row_chunk,
+        vocab_chunk=vocab_chunk,
+        compiled=compiled,
+    )
 
 
 def token_stats_from_logits(
     logits: torch.Tensor,
     targets: torch.Tensor,
     *,
-    row_chunk: int = 256,
-    vocab_chunk: int = 32768,
+    row_chunk: int = 2048,
+    vocab_chunk: int = 1024,
+    compiled: bool = False,
 ) -> TokenStats:
     """Reduction over precomputed logits [rows, vocab] (any dtype), upcast one tile at a time."""
 
     def tile(r0: int, r1: int, v0: int, v1: int) -> torch.Tensor:
         return logits[r0:r1, v0:v1].to(torch.float32, copy=True)
 
-    return token_stats(tile, targets, logits.shape[1], row_chunk=row_chunk, vocab_chunk=vocab_chunk)
+    return token_stats(
+        tile,
+        targets,
+        logits.shape[1],
+        row_chunk=row_chunk,
+        vocab_chunk=vocab_chunk,
+        compiled=compiled,
+    )
