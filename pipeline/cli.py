@@ -14,6 +14,10 @@ import sys
 from pipeline.config import ConfigError
 
 COMMAND_MODULES = [
+    "pipeline.commands.score",
+    "pipeline.commands.benchmark",
+    "pipeline.commands.calibrate",
+    "pipeline.commands.report",
 ]
 
 

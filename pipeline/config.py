@@ -56,15 +56,22 @@ class ScoringConfig(_Section):
     batch_tokens: int = Field(8192, ge=2, description="Padded tokens per forward batch.")
     max_batch_size: int = Field(64, ge=1)
     padding_side: Literal["right", "left"] = "right"
-    head: Literal["auto", "fused", "logits"] = Field(
+    head: Literal["auto", "fused", "logits", "triton"] = Field(
         "auto",
         description="'fused' computes logits chunk-wise from hidden states; 'logits' chunks the "
-        "model's own logits; 'auto' probes the fused path and falls back if it disagrees.",
+        "model's own logits; 'triton' runs the fused Triton kernel (CUDA only); 'auto' probes "
+        "the Triton kernel on CUDA, else the fused path, and falls back if it disagrees.",
     )
     # Tall, narrow tiles keep each [rows x vocab] tile cache-resident during the reduction;
     # measured by benchmarks/bench_scoring.py.
     row_chunk: int = Field(2048, ge=1, description="Token rows per reduction tile.")
     vocab_chunk: int = Field(1024, ge=128, description="Vocabulary columns per reduction tile.")
+    window_stride: int | None = Field(
+        None,
+        ge=1,
+        description="Score documents longer than max_tokens with sliding windows of max_tokens "
+        "advancing by this many tokens (see pipeline.scoring.windows); None truncates.",
+    )
     compile_reduction: bool = Field(
         False,
         description="torch.compile the per-tile reduction: same numbers, about half the "

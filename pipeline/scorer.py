@@ -45,8 +45,10 @@ class DocumentScorer:
 
     @property
     def head_path(self) -> str:
-        """'fused' or 'logits': how logits reach the reduction."""
-        return "logits" if self.head is None else "fused"
+        """'triton', 'fused' or 'logits': how logits reach the reduction."""
+        if self.head is None:
+            return "logits"
+        return "triton" if self.head.kernel == "triton" else "fused"
 
     def encode(self, texts: Sequence[object]) -> list[EncodedDocument]:
         """Tokenise with this model's tokenizer and the configured truncation / BOS rules."""

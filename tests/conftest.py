@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# Triton kernels run on CPU through Triton's interpreter in tests. It is read when triton is
+# first imported (transformers imports it), so it must be set before the imports below.
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
 import torch
@@ -123,3 +128,13 @@ def smollm2() -> LoadedModel:
     from pipeline.models.loading import load_model
 
     return load_model(ModelConfig(name="smollm2-135m", device="cpu"))
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Llama saved with save_pretrained, for code that loads models by name (actors)."""
+    directory = tmp_path_factory.mktemp("tiny-llama")
+    loaded = build_tiny_model("llama")
+    loaded.model.save_pretrained(directory)
+    loaded.tokenizer.save_pretrained(directory)
+    return directory

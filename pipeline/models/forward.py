@@ -6,6 +6,9 @@ Two ways to get there, same numbers:
   logits tile by tile from the linear head (no [batch x tokens x vocab] tensor at all);
 * logits: run the whole model and reduce its logits tile by tile (any head, any model).
 
+The fused path runs either the torch tile loop or, on CUDA, the Triton kernel
+(`pipeline.kernels.fused_head`); `LinearHead.kernel` says which.
+
 `choose_head_path` probes the fused path against the logits path once at start-up and
 falls back, with a warning, when they disagree (e.g. a model that rescales its logits).
 """
@@ -14,12 +17,13 @@ from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
 from transformers import PreTrainedModel
 
+from pipeline.kernels.fused_head import token_stats_triton, triton_usable
 from pipeline.scoring.token_stats import (
     TokenStats,
     token_stats_from_hidden,
@@ -28,7 +32,7 @@ from pipeline.scoring.token_stats import (
 
 logger = logging.getLogger(__name__)
 
-HeadPath = Literal["fused", "logits"]
+HeadPath = Literal["fused", "logits", "triton"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class LinearHead:
     weight: torch.Tensor
     bias: torch.Tensor | None
     softcap: float | None
+    kernel: Literal["torch", "triton"] = "torch"  # which fused reduction runs it
 
 
 def find_linear_head(model: PreTrainedModel) -> LinearHead | None:
@@ -109,6 +114,14 @@ def batch_token_stats(
     if head is not None:
         hidden = model.base_model(**inputs, use_cache=False)[0]
         rows = hidden[:, :-1][scored]
+        if head.kernel == "triton":
+            return token_stats_triton(
+                rows.to(head.weight.dtype),
+                head.weight,
+                targets,
+                bias=head.bias,
+                softcap=head.softcap,
+            )
         return token_stats_from_hidden(
             rows,
             head.weight,
@@ -156,34 +169,61 @@ def choose_head_path(
     """Return the LinearHead to use for the fused path, or None for the logits path.
 
     'auto' uses the fused path only if it exists and matches the logits path on
-    ``probe_batch``; 'fused' insists on it; 'logits' never uses it.
+    ``probe_batch``, preferring the Triton kernel on CUDA; 'fused' and 'triton' insist on
+    theirs; 'logits' never uses it.
     """
     if requested == "logits":
         return None
     head = find_linear_head(model)
+    if requested == "triton" and not triton_usable(head.weight.device if head else model.device):
+        raise ValueError("scoring.head='triton' needs a CUDA model and the triton package")
     if head is None:
-        if requested == "fused":
+        if requested in ("fused", "triton"):
             raise ValueError(
-                "scoring.head='fused' but the model's head is not a plain linear layer"
+                f"scoring.head='{requested}' but the model's head is not a plain linear layer"
             )
         logger.info("model head is not a plain linear layer; reducing the model's logits")
         return None
     if requested == "fused":
         return head
+    if requested == "triton":
+        return replace(head, kernel="triton")
     kwargs = {"row_chunk": row_chunk, "vocab_chunk": vocab_chunk}
-    fused = batch_token_stats(model, probe_batch, head=head, **kwargs)
     reference = batch_token_stats(model, probe_batch, head=None, **kwargs)
+    if triton_usable(head.weight.device):
+        kernel_head = replace(head, kernel="triton")
+        if _probe_agrees(model, probe_batch, kernel_head, reference, **kwargs):
+            return kernel_head
+    if _probe_agrees(model, probe_batch, head, reference, **kwargs):
+        return head
+    return None
+
+
+def _probe_agrees(
+    model: PreTrainedModel,
+    probe_batch: PaddedBatch,
+    head: LinearHead,
+    reference: TokenStats,
+    *,
+    row_chunk: int,
+    vocab_chunk: int,
+) -> bool:
+    """Whether ``head``'s path matches the logits-path ``reference``; warns when it does not."""
+    fused = batch_token_stats(
+        model, probe_batch, head=head, row_chunk=row_chunk, vocab_chunk=vocab_chunk
+    )
     tolerance = 1e-3 if head.weight.dtype == torch.float32 else 5e-2
     gap = max(
         (fused.target_logprob - reference.target_logprob).abs().mean().item(),
         (fused.minkpp() - reference.minkpp()).abs().mean().item(),
     )
     if not gap <= tolerance:
+        fallback = "the torch fused path" if head.kernel == "triton" else "the model's logits"
         warnings.warn(
-            f"fused head disagrees with the model's own logits (mean gap {gap:.3g} > "
-            f"{tolerance}); falling back to reducing the model's logits",
+            f"fused head ({head.kernel}) disagrees with the model's own logits (mean gap "
+            f"{gap:.3g} > {tolerance}); falling back to {fallback}",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-        return None
-    return head
+        return False
+    return True

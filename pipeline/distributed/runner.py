@@ -1,0 +1,220 @@
+"""`run_scoring`: the Ray Data pipeline from Parquet shards to Parquet score shards.
+
+read_parquet -> prepare_rows (ids, skip finished) -> TokenizeStage (CPU actors)
+-> ScoreStage (one model replica per actor, ActorPoolStrategy) -> write_parquet.
+Ray Data streams blocks through the stages with bounded memory, retries batches of dead
+actors and restarts them; resuming is a filter on the ids already in the output.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import ray
+
+from pipeline.config import ScanConfig
+from pipeline.distributed.stages import (
+    ID,
+    ScoreStage,
+    TokenizeStage,
+    prepare_rows,
+    torch_threads,
+)
+from pipeline.io.outputs import read_columns, write_manifest
+from pipeline.io.paths import check_shards, expand_inputs, filesystem_for, fs_path
+
+logger = logging.getLogger(__name__)
+
+# Reading, id assignment and tokenisation are light; small CPU reservations leave the cores
+# to the model actors.
+LIGHT_TASK_CPUS = 0.25
+
+
+@dataclass
+class RunSummary:
+    """What one run did: counts over this run and over the whole output, and timings."""
+
+    output: str
+    manifest: str
+    documents: int
+    tokens: int
+    seconds: float
+    statuses: dict[str, int]
+    total_documents: int
+    resumed_documents: int
+    skipped_shards: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def docs_per_second(self) -> float:
+        return self.documents / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+    def line(self) -> str:
+        """The one-line summary printed at the end of a run."""
+        statuses = ", ".join(f"{k}={v}" for k, v in sorted(self.statuses.items()))
+        return (
+            f"scored {self.documents} documents ({self.tokens} tokens) in {self.seconds:.1f} s: "
+            f"{self.docs_per_second:.1f} docs/s, {self.tokens_per_second:.0f} tokens/s; "
+            f"statuses: {statuses or 'none'}; already done: {self.resumed_documents}; "
+            f"skipped shards: {len(self.skipped_shards)}; output: {self.output}"
+        )
+
+
+def ensure_ray(config: ScanConfig) -> None:
+    """Join the configured cluster (or the job's), else start an embedded local Ray."""
+    if ray.is_initialized():
+        return
+    if config.ray.address or os.environ.get("RAY_ADDRESS"):
+        ray.init(address=config.ray.address, log_to_driver=False)
+    else:
+        ray.init(include_dashboard=False, log_to_driver=False)
+
+
+def _versions() -> dict[str, str]:
+    names = ["minkscan", "torch", "transformers", "ray", "pyarrow"]
+    return {name: importlib.metadata.version(name) for name in names}
+
+
+def _redacted(config: ScanConfig) -> dict[str, Any]:
+    dumped = config.model_dump(mode="json")
+    if dumped["data"]["s3"]["secret_access_key"]:
+        dumped["data"]["s3"]["secret_access_key"] = "***"
+    return dumped
+
+
+def _read_shards(paths: list[str], fs: pafs.FileSystem, derive_ids: bool) -> ray.data.Dataset:
+    """``read_parquet`` through Ray Data's V1 Parquet reader, whose read tasks honour
+    ``num_cpus``; V2 adds a file-listing task that takes a whole CPU, which deadlocks a
+    small node once the model actors hold their CPUs."""
+    context = ray.data.DataContext.get_current()
+    use_v2, context.use_datasource_v2 = context.use_datasource_v2, False
+    try:
+        return ray.data.read_parquet(
+            paths,
+            filesystem=fs,
+            include_paths=derive_ids,
+            include_row_hash=derive_ids,
+            num_cpus=LIGHT_TASK_CPUS,
+            # At least one block per shard: finished shards reach the output (and count as
+            # done for a resume) while later ones are still scoring.
+            override_num_blocks=len(paths),
+        )
+    finally:
+        context.use_datasource_v2 = use_v2
+
+
+def run_scoring(config: ScanConfig) -> RunSummary:
+    """Score ``config.data.input`` into Parquet shards under ``config.data.output``.
+
+    Output columns: ``id`` plus those of `pipeline.score_texts`. Ids already in the
+    output are not scored again, so a re-run after a crash completes the output.
+    """
+    data, ray_config = config.data, config.ray
+    if not data.output:
+        raise ValueError("no output given (data.output / --output)")
+    fs = filesystem_for([*data.input, data.output], data.s3)
+    shards = check_shards(
+        expand_inputs(data.input, fs),
+        fs,
+        text_column=data.text_column,
+        id_column=data.id_column,
+        skip_bad=data.skip_bad_shards,
+    )
+    for path, reason in shards.skipped.items():
+        logger.warning("skipping bad shard %s: %s", path, reason)
+    output = fs_path(data.output)
+    finished = read_columns(fs, output, [ID])[ID].combine_chunks()
+
+    ensure_ray(config)
+    started = time.perf_counter()
+    derive = not shards.has_id_column
+    columns = [data.text_column] + ([] if derive else [data.id_column])
+    dataset = _read_shards(shards.readable, fs, derive).select_columns(
+        columns + (["path", "row_hash"] if derive else [])
+    )
+    dataset = dataset.map_batches(
+        prepare_rows,
+        batch_format="pyarrow",
+        batch_size=None,
+        num_cpus=LIGHT_TASK_CPUS,
+        fn_kwargs={
+            "text_column": data.text_column,
+            "id_column": None if derive else data.id_column,
+            "finished": finished,
+        },
+    )
+    dataset = dataset.map_batches(
+        TokenizeStage,
+        batch_format="pyarrow",
+        batch_size=ray_config.tokenize_batch_size,
+        compute=ray.data.ActorPoolStrategy(size=1),
+        num_cpus=LIGHT_TASK_CPUS,
+        fn_constructor_args=(config.model, config.scoring),
+    )
+    dataset = dataset.map_batches(
+        ScoreStage,
+        batch_format="pyarrow",
+        batch_size=ray_config.tokenize_batch_size,
+        compute=ray.data.ActorPoolStrategy(
+            min_size=ray_config.num_actors,
+            max_size=ray_config.max_actors or ray_config.num_actors,
+        ),
+        num_cpus=ray_config.cpus_per_actor,
+        num_gpus=ray_config.gpus_per_actor,
+        max_restarts=ray_config.max_restarts,
+        max_task_retries=ray_config.max_task_retries,
+        fn_constructor_args=(
+            config.model,
+            config.scoring,
+            torch_threads(ray_config.cpus_per_actor),
+        ),
+    )
+    dataset.write_parquet(
+        output, filesystem=fs, ray_remote_args={"num_cpus": LIGHT_TASK_CPUS}
+    )
+    seconds = time.perf_counter() - started
+
+    written = read_columns(fs, output, [ID, "n_tokens", "status"])
+    if len(finished):
+        written_ids = written[ID]
+        this_run = written.filter(
+            pc.invert(pc.is_in(written_ids, value_set=finished.cast(written_ids.type)))
+        )
+    else:
+        this_run = written
+    summary = RunSummary(
+        output=data.output,
+        manifest="",
+        documents=this_run.num_rows,
+        tokens=int(pc.sum(this_run["n_tokens"]).as_py() or 0),
+        seconds=seconds,
+        statuses=dict(Counter(this_run["status"].to_pylist())),
+        total_documents=written.num_rows,
+        resumed_documents=len(finished),
+        skipped_shards=shards.skipped,
+    )
+    manifest = {
+        "config": _redacted(config),
+        "model": config.model.name,
+        "versions": _versions(),
+        "inputs": shards.readable,
+        "summary": {k: v for k, v in asdict(summary).items() if k != "manifest"} | {
+            "docs_per_second": summary.docs_per_second,
+            "tokens_per_second": summary.tokens_per_second,
+        },
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    summary.manifest = write_manifest(fs, output, manifest)
+    return summary
+

@@ -1,0 +1,82 @@
+"""Calibration: thresholds at a target FPR from known non-members, TPR/AUROC with members."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipeline.calibration import calibrate, load_calibration
+
+N = 2000
+
+
+def synthetic_scores(rng: np.random.Generator, n: int, shift: float, prefix: str) -> pl.DataFrame:
+    """Score frame like `minkscan score` output; members score ``shift`` higher."""
+    return pl.DataFrame(
+        {
+            "id": [f"{prefix}{i}" for i in range(n)],
+            "status": ["ok"] * n,
+            "n_tokens": [32] * n,
+            "loss": rng.normal(shift, 1.0, n),
+            "minkpp_k20": rng.normal(shift, 1.0, n),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def nonmembers() -> pl.DataFrame:
+    return synthetic_scores(np.random.default_rng(1), N, 0.0, "n")
+
+
+@pytest.fixture(scope="module")
+def members() -> pl.DataFrame:
+    return synthetic_scores(np.random.default_rng(2), N, 2.0, "m")
+
+
+def test_threshold_is_the_one_minus_fpr_quantile_with_a_bootstrap_interval_around_it(
+    nonmembers: pl.DataFrame,
+) -> None:
+    result = calibrate(nonmembers, target_fpr=0.05, n_resamples=200)
+    method = result.methods["minkpp_k20"]
+    expected = float(np.quantile(nonmembers["minkpp_k20"].to_numpy(), 0.95, method="higher"))
+    assert method.threshold == pytest.approx(expected)
+    assert method.threshold_low < method.threshold < method.threshold_high
+    assert abs(method.threshold - 1.645) < 0.15  # normal 95% quantile
+    assert method.fpr <= 0.05
+    assert method.tpr is None and method.auroc is None
+    assert result.source == "nonmembers"
+
+
+def test_labelled_members_give_tpr_and_auroc_at_the_threshold(
+    nonmembers: pl.DataFrame, members: pl.DataFrame
+) -> None:
+    method = calibrate(nonmembers, members, target_fpr=0.05, n_resamples=100).methods["loss"]
+    # P(N(2,1) > 1.645) = 0.64; AUROC of a 2-sigma shift = Phi(2 / sqrt 2) = 0.92
+    assert method.tpr == pytest.approx(0.64, abs=0.04)
+    assert method.tpr_low < method.tpr < method.tpr_high
+    assert method.auroc == pytest.approx(0.92, abs=0.02)
+    assert method.n_members == N
+
+
+def test_unscorable_rows_with_null_scores_are_left_out(nonmembers: pl.DataFrame) -> None:
+    broken = pl.DataFrame(
+        {"id": ["x"], "status": ["empty"], "n_tokens": [0], "loss": [None], "minkpp_k20": [None]},
+        schema=nonmembers.schema,
+    )
+    result = calibrate(pl.concat([nonmembers, broken]), n_resamples=50)
+    assert result.methods["loss"].n_nonmembers == N
+
+
+def test_calibration_file_round_trips(nonmembers: pl.DataFrame, tmp_path) -> None:
+    result = calibrate(nonmembers, n_resamples=50)
+    assert load_calibration(result.write(tmp_path / "cal.json")) == result
+
+
+def test_bad_target_fpr_and_missing_score_columns_are_clear_errors(
+    nonmembers: pl.DataFrame,
+) -> None:
+    with pytest.raises(ValueError, match="target FPR"):
+        calibrate(nonmembers, target_fpr=1.5)
+    with pytest.raises(ValueError, match="no score columns"):
+        calibrate(nonmembers.select("id", "status"))

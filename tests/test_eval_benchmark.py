@@ -1,0 +1,117 @@
+"""`minkscan benchmark` end to end on a tiny model, and the tables it is built from."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from pipeline.cli import main
+from pipeline.evaluation.tables import metric_table, to_markdown
+from tests.conftest import TRAINING_TEXT
+
+
+def test_metric_table_has_auroc_and_tpr_per_group_plus_all() -> None:
+    frame = pl.DataFrame(
+        {
+            "label": [0, 1, 0, 1, 0, 1],
+            "group": ["32", "32", "64", "64", "64", "64"],
+            "good": [0.5, 0.6, 0.1, 0.3, 0.2, 0.4],
+            "bad": [0.9, 0.1, 0.8, 0.2, None, None],
+        }
+    )
+    table = metric_table(frame, {"Good": "good", "Bad": "bad"})
+    good, bad = table.to_dicts()
+    assert good["method"] == "Good" and good["auroc_32"] == good["auroc_64"] == 1.0
+    assert good["auroc_all"] == pytest.approx(7 / 9)
+    assert good["tpr@0.05fpr_all"] == pytest.approx(1 / 3)
+    assert bad["auroc_all"] == 0.0  # null scores are dropped, not counted as zero
+
+
+def test_detailed_metric_table_adds_auroc_interval_tpr_at_1pct_and_fpr_at_95pct() -> None:
+    frame = pl.DataFrame(
+        {"label": [0, 0, 0, 0, 1, 1, 1, 1], "group": ["g"] * 8, "s": [1, 2, 3, 6, 4, 5, 7, 8]}
+    )
+    (row,) = metric_table(frame, {"S": "s"}, detailed=True, n_resamples=50).to_dicts()
+    assert row["auroc_g"] == pytest.approx(14 / 16)
+    assert row["auroc_g_lo"] <= row["auroc_g"] <= row["auroc_g_hi"] <= 1.0
+    assert row["auroc_g_lo"] < row["auroc_g_hi"]
+    assert row["tpr@0.01fpr_g"] == pytest.approx(0.5)  # threshold 7: no false positive
+    assert row["fpr@0.95tpr_g"] == pytest.approx(0.25)  # threshold 4: one non-member (6) above
+    markdown = to_markdown(metric_table(frame, {"S": "s"}, detailed=True, n_resamples=50))
+    assert "auroc_g_lo" not in markdown and f"0.875 [{row['auroc_g_lo']:.3f}, " in markdown
+
+
+def test_benchmark_command_writes_paper_tables_for_each_group(tiny_llama_dir, tmp_path, capsys):
+    texts = TRAINING_TEXT * 2
+    paths = []
+    for group in ("length32", "length64"):
+        path = tmp_path / f"{group}.parquet"
+        pl.DataFrame({"text": texts, "label": [0, 1] * (len(texts) // 2)}).write_parquet(path)
+        paths.append(str(path))
+    out = tmp_path / "out"
+    args = ["benchmark", "--data", *paths, "--neighbors", "2", "--model", str(tiny_llama_dir)]
+    code = main([*args, "--output-dir", str(out)])
+    assert code == 0
+    assert "Min-K%++" in capsys.readouterr().out
+    tables = json.loads((out / "tables.json").read_text())
+    assert [row["method"] for row in tables["main"]] == [
+        "Loss",
+        "Zlib",
+        "Lowercase",
+        "Neighbor",
+        "Min-K%",
+        "Min-K%++",
+    ]
+    main_columns = {"auroc_length32", "auroc_length64", "auroc_all", "tpr@0.05fpr_all"}
+    main_columns |= {"auroc_all_lo", "auroc_all_hi", "tpr@0.01fpr_all", "fpr@0.95tpr_all"}
+    assert main_columns <= set(tables["main"][0])
+    assert tables["forward_passes"] == {
+        "single-pass methods": 1,
+        "Lowercase": 1,
+        f"Neighbor (causal-lm:{tiny_llama_dir})": 3,  # 1 proposal pass + 2 neighbours
+    }
+    assert len(tables["k_sweep"]) == 20  # Min-K% and Min-K%++ at k = 10..100
+    assert [row["method"] for row in tables["decomposition"]] == ["log p", "-mu", "/sigma", "both"]
+    assert all(0.0 <= row["auroc_all"] <= 1.0 for row in tables["k_sweep"])
+    scores = pl.read_parquet(out / "scores.parquet")
+    assert scores.height == 2 * len(texts) and scores["id"].n_unique() == scores.height
+    assert scores["neighbor_source"].unique().to_list() == [f"causal-lm:{tiny_llama_dir}"]
+    for name in ("main", "k_sweep", "decomposition"):
+        assert pl.read_csv(out / f"{name}.csv").height == len(tables[name])
+
+
+def test_benchmark_rejects_data_without_labels(tiny_llama_dir, tmp_path) -> None:
+    path = tmp_path / "unlabelled.parquet"
+    pl.DataFrame({"text": ["a b c"]}).write_parquet(path)
+    with pytest.raises(ValueError, match="label"):
+        main(["benchmark", "--data", str(path), "--model", str(tiny_llama_dir)])
+
+
+def test_online_benchmark_reports_chunk_level_tables(tiny_llama_dir, tmp_path) -> None:
+    path = tmp_path / "labelled.parquet"
+    pl.DataFrame({"text": TRAINING_TEXT, "label": [0, 1] * 3}).write_parquet(path)
+    out = tmp_path / "online"
+    args = ["benchmark", "--online", "--chunk-tokens", "4", "--data", str(path)]
+    assert main([*args, "--model", str(tiny_llama_dir), "--output-dir", str(out)]) == 0
+    tables = json.loads((out / "tables.json").read_text())
+    assert {"auroc_online", "tpr@0.05fpr_online"} <= set(tables["main"][0])
+    chunks = pl.read_parquet(out / "scores.parquet")
+    assert {"id", "chunk", "token_start", "token_end", "label"} <= set(chunks.columns)
+
+
+def test_benchmark_window_stride_scores_long_documents_in_full(tiny_llama_dir, tmp_path) -> None:
+    path = tmp_path / "labelled.parquet"
+    pl.DataFrame({"text": TRAINING_TEXT, "label": [0, 1] * 3}).write_parquet(path)
+    out = tmp_path / "windows"
+    args = ["benchmark", "--data", str(path), "--max-tokens", "12", "--window-stride", "8"]
+    assert main([*args, "--model", str(tiny_llama_dir), "--output-dir", str(out)]) == 0
+    scores = pl.read_parquet(out / "scores.parquet")
+    assert (scores["n_tokens"] > 12).all() and (scores["n_windows"] > 1).all()
+
+
+def test_group_with_one_class_names_the_group_in_the_error() -> None:
+    frame = pl.DataFrame({"label": [0, 1, 1], "group": ["a", "a", "b"], "loss": [0.1, 0.2, 0.3]})
+    with pytest.raises(ValueError, match="group b: .*both members"):
+        metric_table(frame, {"Loss": "loss"})

@@ -1,0 +1,131 @@
+"""Nightly scans score only new or changed shards (local disk and S3), then report and diff."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import ray
+
+from pipeline.calibration import calibrate
+from pipeline.config import load_config
+from pipeline.reporting.nightly import MANIFEST_NAME, nightly_scan, plan_changes
+
+TEXTS = [f"Document number {i} talks about topic {i % 3} in a few plain words." for i in range(6)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def calibration():
+    rng = np.random.default_rng(0)
+    columns = ["loss", "zlib", "mink_k20", "minkpp_k20", "minkpp_mu_k20", "minkpp_sigma_k20"]
+    return calibrate(pl.DataFrame({c: rng.normal(0, 1, 200) for c in columns}), n_resamples=20)
+
+
+def shard(texts: list[str], start: int) -> pl.DataFrame:
+    return pl.DataFrame({"id": [f"doc-{start + i}" for i in range(len(texts))], "text": texts})
+
+
+def config_for(model_dir: Path, inputs: str, output: str, s3: dict | None = None):
+    return load_config(
+        None,
+        {
+            "model.name": str(model_dir),
+            "model.device": "cpu",
+            "scoring.k_percentages": [20],
+            "data.input": [inputs],
+            "data.output": output,
+            "ray.tokenize_batch_size": 4,
+            **({f"data.s3.{k}": v for k, v in (s3 or {}).items()}),
+        },
+    )
+
+
+def test_changes_are_new_changed_unchanged_or_removed_by_fingerprint() -> None:
+    changes = plan_changes({"a": "1", "b": "2", "c": "3"}, {"a": "1", "b": "0", "d": "4"})
+    assert (changes.new, changes.changed, changes.unchanged, changes.removed) == (
+        ["c"], ["b"], ["a"], ["d"],
+    )  # fmt: skip
+
+
+def test_second_local_scan_scores_only_new_and_changed_shards_and_diffs(
+    tiny_llama_dir: Path, tmp_path: Path, calibration
+) -> None:
+    inputs, output = tmp_path / "in", tmp_path / "scores"
+    inputs.mkdir()
+    shard(TEXTS[:2], 0).write_parquet(inputs / "a.parquet")
+    shard(TEXTS[2:4], 2).write_parquet(inputs / "b.parquet")
+    config = config_for(tiny_llama_dir, str(inputs), str(output))
+    first = nightly_scan(config, calibration, tmp_path / "report1")
+    assert len(first.changes.new) == 2
+
+    shard([TEXTS[4]], 2).write_parquet(inputs / "b.parquet")  # b changes
+    shard([TEXTS[5]], 5).write_parquet(inputs / "c.parquet")  # c is new
+    second = nightly_scan(config, calibration, tmp_path / "report2")
+    names = {key: [Path(p).name for p in value] for key, value in vars(second.changes).items()}
+    assert names == {"new": ["c.parquet"], "changed": ["b.parquet"],
+                     "unchanged": ["a.parquet"], "removed": []}  # fmt: skip
+    manifest = json.loads((output / MANIFEST_NAME).read_text())
+    runs = {Path(path).name: entry["run"] for path, entry in manifest["shards"].items()}
+    assert runs == {"a.parquet": "run-0001", "b.parquet": "run-0002", "c.parquet": "run-0002"}
+    rescored = pl.read_parquet(output / "runs" / "run-0002" / "*.parquet")["id"].sort()
+    assert rescored.to_list() == ["doc-2", "doc-5"]  # a was not scored again
+
+    report = json.loads((tmp_path / "report2" / "report.json").read_text())
+    scored = {row["group"]: row["n_scored"] for row in report["results"] if row["method"] == "loss"}
+    assert {Path(g).name: n for g, n in scored.items()} == {"a.parquet": 2, "b.parquet": 1,
+                                                            "c.parquet": 1}  # fmt: skip
+    diff = json.loads(second.diff_path.read_text())
+    assert diff["previous_scan"] is not None
+    rows = {(Path(r["group"]).name, r["method"]): r for r in diff["results"]}
+    assert rows[("c.parquet", "loss")]["flagged_before"] is None
+    assert (
+        rows[("a.parquet", "loss")]["flagged_before"] == rows[("a.parquet", "loss")]["flagged_now"]
+    )
+
+
+@pytest.mark.slow
+def test_scan_on_s3_detects_a_changed_object(tiny_llama_dir: Path, tmp_path: Path, calibration):
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
+                              aws_secret_access_key="testing", region_name="us-east-1")  # fmt: skip
+        client.create_bucket(Bucket="corpus")
+        for name, frame in {"a": shard(TEXTS[:2], 0), "b": shard(TEXTS[2:3], 2)}.items():
+            frame.write_parquet(tmp_path / f"{name}.parquet")
+            client.upload_file(str(tmp_path / f"{name}.parquet"), "corpus", f"in/{name}.parquet")
+        s3 = {"endpoint_url": endpoint, "region": "us-east-1",
+              "access_key_id": "testing", "secret_access_key": "testing"}  # fmt: skip
+        config = config_for(tiny_llama_dir, "s3://corpus/in/", "s3://corpus/scores", s3)
+        assert len(nightly_scan(config, calibration, tmp_path / "r1").changes.new) == 2
+
+        shard(TEXTS[3:5], 2).write_parquet(tmp_path / "b.parquet")
+        client.upload_file(str(tmp_path / "b.parquet"), "corpus", "in/b.parquet")
+        changes = nightly_scan(config, calibration, tmp_path / "r2").changes
+        assert (changes.changed, changes.unchanged) == (["corpus/in/b.parquet"],
+                                                        ["corpus/in/a.parquet"])  # fmt: skip
+        keys = [o["Key"] for o in client.list_objects_v2(Bucket="corpus")["Contents"]]
+        assert f"scores/{MANIFEST_NAME}" in keys
+        report = json.loads((tmp_path / "r2" / "report.json").read_text())
+        scored = {r["group"]: r["n_scored"] for r in report["results"] if r["method"] == "loss"}
+        assert scored == {"corpus/in/a.parquet": 2, "corpus/in/b.parquet": 2}
+    finally:
+        server.stop()

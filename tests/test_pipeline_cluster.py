@@ -1,0 +1,150 @@
+"""The pipeline beyond one in-process Ray: a crashed `minkscan score` resumed, a Ray job
+submitted to a head on loopback, and actors spread over a two-node cluster."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import psutil
+import pyarrow.fs as pafs
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+
+from pipeline.config import build_config
+from pipeline.distributed import run_scoring
+from pipeline.io.outputs import read_columns
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+pytestmark = pytest.mark.slow
+
+
+def write_corpus(directory: Path, documents: int, per_shard: int) -> list[str]:
+    directory.mkdir(parents=True)
+    ids = [f"doc-{i:05d}" for i in range(documents)]
+    texts = [f"Document {i} says the quick brown fox jumps over the lazy dog." for i in ids]
+    for start in range(0, documents, per_shard):
+        part = slice(start, start + per_shard)
+        pl.DataFrame({"id": ids[part], "text": texts[part]}).write_parquet(
+            directory / f"part-{start // per_shard:04d}.parquet"
+        )
+    return ids
+
+
+def score_command(model_dir: Path, inputs: Path, output: Path) -> list[str]:
+    return [
+        str(BIN / "minkscan"), "score", "--input", str(inputs), "--output", str(output),
+        "--model", str(model_dir),
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_rerun_after_killing_the_job_midway_completes_each_id_exactly_once(
+    tiny_llama_dir, tmp_path
+):
+    ids = write_corpus(tmp_path / "in", documents=2000, per_shard=20)
+    output = tmp_path / "out"
+    command = score_command(tiny_llama_dir, tmp_path / "in", output)
+    log = tmp_path / "first-run.log"
+    with log.open("w") as sink:
+        job = subprocess.Popen(command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not list(output.glob("*.parquet")):  # kill at the first finished shard
+        assert job.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.05)
+    driver = psutil.Process(job.pid)
+    for process in [driver, *driver.children(recursive=True)]:  # the embedded Ray too
+        process.kill()
+    job.wait()
+    partial = read_columns(pafs.LocalFileSystem(), str(output), ["id"])["id"].to_pylist()
+    assert 0 < len(partial) < len(ids), "the kill did not land midway"
+
+    rerun = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180)
+
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert f"already done: {len(partial)}" in rerun.stdout
+    assert f"scored {len(ids) - len(partial)} documents" in rerun.stdout
+    assert sorted(pl.read_parquet(str(output / "*.parquet"))["id"].to_list()) == ids
+
+
+def test_ray_job_submit_runs_the_score_job_on_a_loopback_head(tiny_llama_dir, tmp_path):
+    ids = write_corpus(tmp_path / "in", documents=20, per_shard=10)
+    dashboard = free_port()
+    # The head and the client share a token (Ray's token authentication is on by default);
+    # the job's `python` is this virtualenv's.
+    env = os.environ | {
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": secrets.token_hex(32),
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+    }
+    head = subprocess.Popen(
+        [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+         f"--port={free_port()}", f"--dashboard-port={dashboard}", "--include-dashboard=true",
+         "--dashboard-host=127.0.0.1", "--num-cpus=2"],
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )
+    try:
+        submit = [
+            str(BIN / "ray"), "job", "submit", "--address", f"http://127.0.0.1:{dashboard}",
+            "--working-dir", str(REPO), "--",
+            "python", "jobs/score.py", "--input", str(tmp_path / "in"),
+            "--output", str(tmp_path / "out"), "--model", str(tiny_llama_dir),
+        ]
+        deadline = time.monotonic() + 90
+        while True:
+            result = subprocess.run(submit, capture_output=True, text=True, timeout=240, env=env)
+            starting = "Failed to connect" in result.stderr
+            if not starting or time.monotonic() > deadline:
+                break
+            time.sleep(2)  # the dashboard's job API is still starting
+        assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+        assert "scored 20 documents" in result.stdout
+        assert sorted(pl.read_parquet(str(tmp_path / "out" / "*.parquet"))["id"]) == ids
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        head.wait(timeout=60)
+
+
+def test_two_node_cluster_runs_scoring_actors_on_both_nodes(tiny_llama_dir, tmp_path):
+    ids = write_corpus(tmp_path / "in", documents=60, per_shard=10)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    try:
+        ray.init(address=cluster.address, log_to_driver=False)
+        config = build_config(
+            {},
+            {
+                "model.name": str(tiny_llama_dir),
+                "model.device": "cpu",
+                "data.input": [str(tmp_path / "in")],
+                "data.output": str(tmp_path / "out"),
+                "ray.num_actors": 2,
+                "ray.cpus_per_actor": 0.6,  # two replicas cannot share one 1-CPU node
+                "ray.tokenize_batch_size": 5,
+            },
+        )
+        summary = run_scoring(config)
+        nodes = {
+            actor["Address"]["NodeID"]
+            for actor in ray._private.state.actors().values()
+            if "ScoreStage" in actor["ActorClassName"] or "ScoreStage" in str(actor)
+        }
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert summary.documents == len(ids)
+    assert len(nodes) == 2

@@ -1,0 +1,57 @@
+"""The HTML report renders in headless Chromium (screenshot on disk) with no console messages."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipeline.calibration import calibrate
+from pipeline.reporting import build_report, write_report
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="no chromium binary (`apt-get install -y chromium`, see .ci/setup)"
+)
+
+
+def render(page: Path, screenshot: Path) -> list[str]:
+    """Screenshot ``page`` headlessly; return the console lines Chromium logged for it."""
+    completed = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+         "--v=0", "--window-size=1200,2400", f"--screenshot={screenshot}", page.as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    return [line for line in completed.stderr.splitlines() if ":CONSOLE" in line]
+
+
+def test_console_errors_of_a_broken_page_are_detected(tmp_path: Path) -> None:
+    page = tmp_path / "broken.html"
+    page.write_text("<html><body><script>missingFunction();</script></body></html>")
+    assert any("missingFunction" in line for line in render(page, tmp_path / "broken.png"))
+
+
+def test_report_renders_with_no_console_messages_and_a_screenshot(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    frame = pl.DataFrame(
+        {
+            "id": [str(i) for i in range(400)],
+            "text": ["<script>alert(1)</script>"] + ["text"] * 399,
+            "status": ["ok"] * 400,
+            "n_tokens": [32] * 400,
+            "minkpp_k20": np.concatenate([rng.normal(0, 1, 300), rng.normal(2, 1, 100)]),
+            "label": [0] * 300 + [1] * 100,
+        }
+    )
+    calibration = calibrate(
+        frame.filter(pl.col("label") == 0), frame.filter(pl.col("label") == 1), n_resamples=50
+    )
+    html_path = write_report(build_report(frame.lazy(), calibration), tmp_path)[0]
+    screenshot = tmp_path / "report.png"
+    assert render(html_path, screenshot) == []
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert screenshot.stat().st_size > 10_000  # tables and plots, not a blank page
