@@ -24,9 +24,23 @@ from transformers import (
 
 from pipeline.models.loading import LoadedModel
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path:
+    """The shared benchmark data: $MINKSCAN_SHARED_DATA, else ../shared/data beside the repo,
+    else /work/shared/data (CI may clone the repo somewhere else)."""
+    candidates = [REPO.parent / "shared" / "data", Path("/work/shared/data")]
+    if "MINKSCAN_SHARED_DATA" in os.environ:
+        candidates.insert(0, Path(os.environ["MINKSCAN_SHARED_DATA"]))
+    return next((path for path in candidates if path.is_dir()), candidates[0])
+
+
+SHARED_DATA = shared_data_dir()
 WIKIMIA32 = SHARED_DATA / "wikimia24" / "length32.parquet"
 WIKIMIA64 = SHARED_DATA / "wikimia24" / "length64.parquet"
+# The first 64 rows of length32.parquet (id, text), shipped with the package.
+SAMPLE = REPO / "pipeline" / "data" / "sample.parquet"
 
 TRAINING_TEXT = [
     "The quick brown fox jumps over the lazy dog.",
@@ -112,13 +126,6 @@ def tiny_model(request: pytest.FixtureRequest) -> LoadedModel:
 @pytest.fixture(scope="session")
 def tiny_llama() -> LoadedModel:
     return build_tiny_model("llama")
-
-
-@pytest.fixture(scope="session")
-def wikimia32_texts() -> list[str]:
-    import polars as pl
-
-    return pl.read_parquet(WIKIMIA32)["text"].to_list()
 
 
 @pytest.fixture(scope="session")
