@@ -7,18 +7,17 @@ import json
 import os
 import signal
 import socket
-import threading
-import time
 from pathlib import Path
 
 import polars as pl
-import psutil
+import pyarrow as pa
 import pytest
 import ray
 
 from pipeline.cli import main
 from pipeline.config import ScanConfig, build_config
-from pipeline.distributed import run_scoring
+from pipeline.distributed import run_scoring, runner
+from pipeline.distributed.stages import ScoreStage
 from pipeline.io.paths import ShardError
 from pipeline.models.loading import load_model
 from pipeline.scorer import DocumentScorer
@@ -144,41 +143,51 @@ def test_bad_config_fails_before_any_work_and_names_the_key(tmp_path, capsys):
     assert not list(tmp_path.glob("*.parquet"))
 
 
-@pytest.mark.skip(reason="flaky: the watcher thread sometimes never sees the scoring actor")
-def test_killed_scoring_actor_is_replaced_and_its_batches_retried(tiny_llama_dir, tmp_path):
-    texts = [f"Document {i}: " + TEXTS[i % 2] * (1 + i % 5) for i in range(800)]
-    write_shards(tmp_path / "in", texts, per_shard=50)
+def test_killed_scoring_actor_is_replaced_and_its_batches_retried(
+    tiny_llama_dir, tmp_path, monkeypatch
+):
+    killed_pid, scored_by = tmp_path / "killed.pid", tmp_path / "scored-by.log"
+    kill_at_batch = 4  # of 2 rows each: the actor has returned some batches when it dies
+
+    class ScoreStageKilledOnce(ScoreStage):
+        """The real ScoreStage, except that the first actor process to reach its
+        ``kill_at_batch``-th batch SIGKILLs itself after scoring it and before returning it,
+        so that batch's result is lost mid-job. Defined here so cloudpickle ships it to the
+        actor by value; the pid log records which process returned each batch."""
+
+        def __init__(self, *args) -> None:
+            super().__init__(*args)
+            self.batches = 0
+
+        def __call__(self, batch: pa.Table) -> pa.Table:
+            scored = super().__call__(batch)
+            self.batches += 1
+            if self.batches == kill_at_batch:
+                try:
+                    marker = os.open(killed_pid, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                except FileExistsError:
+                    pass  # a replacement: the one death has happened
+                else:
+                    os.write(marker, str(os.getpid()).encode())
+                    os.close(marker)
+                    os.kill(os.getpid(), signal.SIGKILL)
+            with scored_by.open("a") as log:
+                log.write(f"{os.getpid()}\n")
+            return scored
+
+    monkeypatch.setattr(runner, "ScoreStage", ScoreStageKilledOnce)
+    texts = [f"Document {i}: " + TEXTS[i % 2] * (1 + i % 5) for i in range(120)]
+    write_shards(tmp_path / "in", texts, per_shard=20)
     config = make_config(
         tiny_llama_dir, [str(tmp_path / "in")], tmp_path / "out", **{"ray.tokenize_batch_size": 2}
     )
-    killed: list[int] = []
-    replacements: list[int] = []
 
-    def scoring_actor_pids() -> list[int]:
-        return [
-            process.pid
-            for process in psutil.process_iter(["cmdline"])
-            if "ScoreStage" in " ".join(process.info["cmdline"] or [])
-        ]
-
-    def kill_first_scoring_actor_and_watch_for_its_replacement() -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not replacements:
-            pids = scoring_actor_pids()
-            if not killed and pids:
-                time.sleep(1.0)  # let it load the model and take batches
-                os.kill(pids[0], signal.SIGKILL)
-                killed.append(pids[0])
-            replacements.extend(pid for pid in pids if killed and pid not in killed)
-            time.sleep(0.1)
-
-    killer = threading.Thread(target=kill_first_scoring_actor_and_watch_for_its_replacement)
-    killer.start()
     summary = run_scoring(config)
-    killer.join()
 
-    assert killed, "the job finished before an actor could be killed"
-    assert replacements, "no replacement scoring actor was started"
+    assert killed_pid.exists(), "no scoring actor was killed"
+    pids = [int(line) for line in scored_by.read_text().split()]
+    assert pids[: kill_at_batch - 1] == [int(killed_pid.read_text())] * (kill_at_batch - 1)
+    assert len(set(pids[kill_at_batch - 1 :])) == 1, "not one new process scored after the kill"
     assert summary.documents == len(texts)
     ids = read_scores(tmp_path / "out")["id"].to_list()
     assert ids == [f"doc-{i:05d}" for i in range(len(texts))]
