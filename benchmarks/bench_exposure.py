@@ -56,6 +56,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="use only this many texts (members + held out)")
+    parser.add_argument("--retrain", action="store_true", help="fine-tune again even if cached")
     args = parser.parse_args()
 
     texts = pl.read_parquet(args.texts)["text"].to_list()
@@ -72,12 +73,20 @@ def main() -> None:
         }
     ).write_parquet(data)
     tuned = args.out / "fine-tuned"
-    fine_tune(args.model, members, tuned, args.lr, args.batch)
-    for label, model in (("fine-tuned", str(tuned)), ("base (control)", args.model)):
+    if args.retrain or not (tuned / "config.json").exists():
+        fine_tune(args.model, members, tuned, args.lr, args.batch)
+    else:
+        print(f"reusing the fine-tuned model in {tuned} (--retrain to train again)", flush=True)
+    # The base model is the natural reference for Ref: it saw everything but the members.
+    runs = (
+        ("fine-tuned", str(tuned), ["--ref-model", args.model]),
+        ("base (control)", args.model, []),
+    )
+    for label, model, extra in runs:
         print(f"\n# {label}: {model}\n", flush=True)
+        output_dir = str(args.out / label.split()[0])
         minkscan(
-            ["benchmark", "--data", str(data), "--model", model,
-             "--output-dir", str(args.out / label.split()[0])]
+            ["benchmark", "--data", str(data), "--model", model, "--output-dir", output_dir, *extra]
         )
 
 
