@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 DEFAULT_K_PERCENTAGES = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
 
@@ -88,6 +95,53 @@ class ScoringConfig(_Section):
             raise ValueError(f"percentages must be in 1..100, got {bad}")
         return sorted(set(values))
 
+    @model_validator(mode="after")
+    def _stride_leaves_context(self) -> ScoringConfig:
+        if self.window_stride is not None and self.window_stride >= self.max_tokens:
+            raise ValueError(
+                f"window_stride ({self.window_stride}) must be below max_tokens "
+                f"({self.max_tokens}) so that each window keeps some context"
+            )
+        return self
+
+
+class BaselinesConfig(_Section):
+    """Extra-pass baselines added as stages of the scoring pipeline (all off by default).
+
+    Each costs forward passes per document on top of the main pass; the run reports how many.
+    """
+
+    lowercase: bool = Field(False, description="Loss of the text minus loss of its lowercase.")
+    reference_model: ModelConfig | None = Field(
+        None,
+        description="Ref: target loss minus this model's loss, on its own tokenizer; a name "
+        "or a model section. Runs in its own actor pool.",
+    )
+    reference_num_actors: int = Field(1, ge=1, description="Reference model replicas.")
+    reference_cpus_per_actor: float | None = Field(
+        None, gt=0, description="CPUs per reference actor (default: ray.cpus_per_actor)."
+    )
+    reference_gpus_per_actor: float | None = Field(
+        None, ge=0, description="GPUs per reference actor (default: ray.gpus_per_actor)."
+    )
+    neighbors: int = Field(0, ge=0, description="Neighbor: N perturbed neighbours (0 = off).")
+    neighbor_model: str | None = Field(
+        None, description="Masked LM proposing neighbours; None: the target model proposes."
+    )
+    neighbor_fraction: float = Field(0.15, gt=0, le=1, description="Share of tokens replaced.")
+    neighbor_seed: int = 0
+
+    @field_validator("reference_model", mode="before")
+    @classmethod
+    def _name_or_section(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _neighbor_model_needs_neighbors(self) -> BaselinesConfig:
+        if self.neighbor_model is not None and self.neighbors == 0:
+            raise ValueError("neighbor_model is set but neighbors is 0")
+        return self
+
 
 class S3Config(_Section):
     """Options for s3:// paths; credentials default to the usual AWS environment variables."""
@@ -137,6 +191,7 @@ class ScanConfig(_Section):
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     ray: RayConfig = Field(default_factory=RayConfig)
+    baselines: BaselinesConfig = Field(default_factory=BaselinesConfig)
 
 
 def _format_validation_error(error: ValidationError) -> str:

@@ -18,6 +18,8 @@ from pipeline.config import ModelConfig, ScoringConfig
 from pipeline.models.forward import PaddedBatch, batch_token_stats, choose_head_path
 from pipeline.models.loading import LoadedModel, load_model
 from pipeline.scoring.aggregate import document_scores, score_column_names
+from pipeline.scoring.token_stats import TokenStats
+from pipeline.scoring.windows import Window, concat_token_stats, plan_windows, select_positions
 from pipeline.text.tokenize import EncodedDocument, encode_documents, plan_batches
 
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog near the bank of the river."
@@ -38,7 +40,7 @@ class DocumentScorer:
         self.head = choose_head_path(
             loaded.model,
             scoring.head,
-            self._pad([probe[0].input_ids, probe[1].input_ids[:-3]]),
+            self.pad([probe[0].input_ids, probe[1].input_ids[:-3]]),
             row_chunk=scoring.row_chunk,
             vocab_chunk=scoring.vocab_chunk,
         )
@@ -51,24 +53,43 @@ class DocumentScorer:
         return "triton" if self.head.kernel == "triton" else "fused"
 
     def encode(self, texts: Sequence[object]) -> list[EncodedDocument]:
-        """Tokenise with this model's tokenizer and the configured truncation / BOS rules."""
+        """Tokenise with this model's tokenizer and the configured truncation / BOS rules.
+
+        With ``scoring.window_stride``, documents over ``max_tokens`` keep all their tokens
+        (status windowed) instead of being truncated.
+        """
         return encode_documents(
             self.loaded.tokenizer,
             texts,
             max_tokens=self.scoring.max_tokens,
             prepend_bos=self.scoring.prepend_bos,
+            windowed=self.scoring.window_stride is not None,
         )
 
-    def _pad(self, sequences: list[tuple[int, ...]]) -> PaddedBatch:
+    def pad(self, sequences: Sequence[Sequence[int]]) -> PaddedBatch:
+        """Token id sequences as one padded batch on the model's device."""
         return PaddedBatch.from_ids(
-            sequences, self.pad_id, self.scoring.padding_side, self.loaded.device
+            [tuple(ids) for ids in sequences],
+            self.pad_id,
+            self.scoring.padding_side,
+            self.loaded.device,
         )
+
+    def windows(self, n_tokens: int) -> list[Window]:
+        """The forward passes over a document of ``n_tokens`` ids: sliding windows of
+        ``max_tokens`` when it is longer and ``window_stride`` is set, else one pass."""
+        stride = self.scoring.window_stride
+        if stride is None or n_tokens <= self.scoring.max_tokens:
+            return [Window(0, n_tokens, 1)]
+        return plan_windows(n_tokens, self.scoring.max_tokens, stride)
 
     @torch.inference_mode()
     def score_documents(self, documents: Sequence[EncodedDocument]) -> dict[str, list[Any]]:
         """Columns ``n_tokens``, ``status`` and every score column, one entry per document.
 
-        Scores are None for documents with no scored token.
+        The windows of all documents (one per document unless it is windowed) share the
+        length-bucketed batches; each document's new predictions are stitched in text order
+        and aggregated over all its tokens. Scores are None for documents with no scored token.
         """
         result: dict[str, list[Any]] = {
             "n_tokens": [doc.n_scored for doc in documents],
@@ -77,32 +98,55 @@ class DocumentScorer:
         for name in self.columns:
             result[name] = [None] * len(documents)
         scorable = [i for i, doc in enumerate(documents) if doc.n_scored > 0]
-        lengths = [len(documents[i].input_ids) for i in scorable]
-        for batch in plan_batches(
-            lengths,
-            batch_tokens=self.scoring.batch_tokens,
-            max_batch_size=self.scoring.max_batch_size,
-        ):
-            members = [documents[scorable[j]] for j in batch]
+        pieces = [
+            (index, window)
+            for index in scorable
+            for window in self.windows(len(documents[index].input_ids))
+        ]
+        piece_stats: list[TokenStats | None] = [None] * len(pieces)
+        for batch in self._plan([window.end - window.start for _, window in pieces]):
+            ids = [
+                documents[index].input_ids[window.start : window.end]
+                for index, window in (pieces[j] for j in batch)
+            ]
             stats = batch_token_stats(
                 self.loaded.model,
-                self._pad([doc.input_ids for doc in members]),
+                self.pad(ids),
                 head=self.head,
                 row_chunk=self.scoring.row_chunk,
                 vocab_chunk=self.scoring.vocab_chunk,
                 compiled=self.scoring.compile_reduction,
             )
+            offset = 0  # the batch's stats hold each window's predictions in batch order
+            for j in batch:
+                window = pieces[j][1]
+                kept = slice(offset + window.first_kept, offset + window.n_predictions)
+                piece_stats[j] = select_positions(stats, kept)
+                offset += window.n_predictions
+        by_document: dict[int, list[TokenStats]] = {index: [] for index in scorable}
+        for (index, _), stats in zip(pieces, piece_stats, strict=True):
+            by_document[index].append(stats)
+        # Aggregate in groups under the token budget: the per-group grids stay bounded.
+        for group in self._plan([documents[index].n_scored for index in scorable]):
+            members = [scorable[g] for g in group]
             scores = document_scores(
-                stats,
-                torch.tensor([doc.n_scored for doc in members]),
-                [doc.text for doc in members],
+                concat_token_stats([part for i in members for part in by_document[i]]),
+                torch.tensor([documents[i].n_scored for i in members]),
+                [documents[i].text for i in members],
                 self.scoring.k_percentages,
                 self.scoring.ablation_k_percentages,
             )
             for name, values in scores.items():
-                for j, value in zip(batch, values.tolist(), strict=True):
-                    result[name][scorable[j]] = None if math.isnan(value) else value
+                for index, value in zip(members, values.tolist(), strict=True):
+                    result[name][index] = None if math.isnan(value) else value
         return result
+
+    def _plan(self, lengths: Sequence[int]) -> list[list[int]]:
+        return plan_batches(
+            lengths,
+            batch_tokens=self.scoring.batch_tokens,
+            max_batch_size=self.scoring.max_batch_size,
+        )
 
     def score_frame(self, texts: Sequence[object]) -> pl.DataFrame:
         """Tokenise and score ``texts``; one row per input, in input order."""

@@ -52,8 +52,8 @@ TRAINING_TEXT = [
 ]
 
 
-def tiny_tokenizer(add_bos: bool) -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer of ~300 tokens trained on a few sentences.
+def tiny_tokenizer(add_bos: bool, vocab_size: int = 300) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer of ~``vocab_size`` tokens trained on a few sentences.
 
     With ``add_bos`` it prepends <bos> by default (Llama/Gemma style); without, it adds
     nothing (GPT-2 style).
@@ -61,7 +61,7 @@ def tiny_tokenizer(add_bos: bool) -> PreTrainedTokenizerFast:
     backend = Tokenizer(models.BPE(unk_token=None))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     trainer = trainers.BpeTrainer(
-        vocab_size=300,
+        vocab_size=vocab_size,
         special_tokens=["<pad>", "<bos>", "<eos>"],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
@@ -76,13 +76,13 @@ def tiny_tokenizer(add_bos: bool) -> PreTrainedTokenizerFast:
     )
 
 
-def build_tiny_model(kind: str, seed: int = 0) -> LoadedModel:
+def build_tiny_model(kind: str, seed: int = 0, vocab_size: int = 300) -> LoadedModel:
     """A 2-layer random model of the given architecture with a padded vocabulary.
 
     kinds: 'gpt2' (tied head, no BOS), 'llama' (untied, BOS), 'gemma3' (tied, BOS,
     final logit soft-capping).
     """
-    tokenizer = tiny_tokenizer(add_bos=kind != "gpt2")
+    tokenizer = tiny_tokenizer(add_bos=kind != "gpt2", vocab_size=vocab_size)
     vocab = len(tokenizer) + 37  # model vocabulary larger than the tokenizer's
     special = {
         "bos_token_id": tokenizer.bos_token_id,
@@ -142,6 +142,17 @@ def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny Llama saved with save_pretrained, for code that loads models by name (actors)."""
     directory = tmp_path_factory.mktemp("tiny-llama")
     loaded = build_tiny_model("llama")
+    loaded.model.save_pretrained(directory)
+    loaded.tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny GPT-2 saved to disk whose tokenizer differs from the tiny Llama's (no BOS, a
+    smaller vocabulary): a reference model for Ref that must tokenise the text itself."""
+    directory = tmp_path_factory.mktemp("tiny-gpt2")
+    loaded = build_tiny_model("gpt2", seed=3, vocab_size=280)
     loaded.model.save_pretrained(directory)
     loaded.tokenizer.save_pretrained(directory)
     return directory

@@ -35,7 +35,13 @@ def naive_document_scores(
     loaded: LoadedModel, text: str, input_ids: list[int], percentages: list[int]
 ) -> dict[str, float]:
     """Every single-pass score of one document, computed from scratch."""
-    token = naive_token_scores(loaded, input_ids)
+    return naive_scores_of_tokens(naive_token_scores(loaded, input_ids), text, percentages)
+
+
+def naive_scores_of_tokens(
+    token: dict[str, torch.Tensor], text: str, percentages: list[int]
+) -> dict[str, float]:
+    """Every single-pass score of one document from its per-token log p, mu and sigma."""
     logprob, mu, sigma = token["logprob"], token["mu"], token["sigma"]
     loss = float(logprob.mean())
     scores = {"loss": loss, "zlib": loss / len(zlib.compress(text.encode("utf-8")))}

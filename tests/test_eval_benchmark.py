@@ -6,10 +6,19 @@ import json
 
 import polars as pl
 import pytest
+import ray
 
 from pipeline.cli import main
 from pipeline.evaluation.tables import metric_table, to_markdown
 from tests.conftest import TRAINING_TEXT
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    """One embedded Ray for the module's benchmark runs (each would otherwise start its own)."""
+    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
 
 
 def test_metric_table_has_auroc_and_tpr_per_group_plus_all() -> None:
@@ -43,23 +52,28 @@ def test_detailed_metric_table_adds_auroc_interval_tpr_at_1pct_and_fpr_at_95pct(
     assert "auroc_g_lo" not in markdown and f"0.875 [{row['auroc_g_lo']:.3f}, " in markdown
 
 
-def test_benchmark_command_writes_paper_tables_for_each_group(tiny_llama_dir, tmp_path, capsys):
+def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_windows(
+    tiny_llama_dir, tiny_gpt2_dir, tmp_path, capsys
+):
     texts = TRAINING_TEXT * 2
     paths = []
     for group in ("length32", "length64"):
         path = tmp_path / f"{group}.parquet"
         pl.DataFrame({"text": texts, "label": [0, 1] * (len(texts) // 2)}).write_parquet(path)
         paths.append(str(path))
-    out = tmp_path / "out"
+    out, work = tmp_path / "out", tmp_path / "work"
     args = ["benchmark", "--data", *paths, "--neighbors", "2", "--model", str(tiny_llama_dir)]
-    code = main([*args, "--output-dir", str(out)])
+    args += ["--ref-model", str(tiny_gpt2_dir), "--max-tokens", "24", "--window-stride", "16"]
+    code = main([*args, "--output-dir", str(out), "--work-dir", str(work)])
     assert code == 0
     assert "Min-K%++" in capsys.readouterr().out
+    assert list((work / "scores").glob("*.parquet"))  # scored by run_scoring's shards
     tables = json.loads((out / "tables.json").read_text())
     assert [row["method"] for row in tables["main"]] == [
         "Loss",
         "Zlib",
         "Lowercase",
+        "Ref",
         "Neighbor",
         "Min-K%",
         "Min-K%++",
@@ -70,6 +84,7 @@ def test_benchmark_command_writes_paper_tables_for_each_group(tiny_llama_dir, tm
     assert tables["forward_passes"] == {
         "single-pass methods": 1,
         "Lowercase": 1,
+        f"Ref ({tiny_gpt2_dir})": 1,
         f"Neighbor (causal-lm:{tiny_llama_dir})": 3,  # 1 proposal pass + 2 neighbours
     }
     assert len(tables["k_sweep"]) == 20  # Min-K% and Min-K%++ at k = 10..100
@@ -77,6 +92,10 @@ def test_benchmark_command_writes_paper_tables_for_each_group(tiny_llama_dir, tm
     assert all(0.0 <= row["auroc_all"] <= 1.0 for row in tables["k_sweep"])
     scores = pl.read_parquet(out / "scores.parquet")
     assert scores.height == 2 * len(texts) and scores["id"].n_unique() == scores.height
+    assert scores["group"].to_list() == ["length32"] * len(texts) + ["length64"] * len(texts)
+    # Every text is over --max-tokens: scored in full with sliding windows, Ref included.
+    assert (scores["status"] == "windowed").all() and (scores["n_tokens"] > 24).all()
+    assert (scores["ref_n_tokens"] > 24).all() and scores["ref"].null_count() == 0
     assert scores["neighbor_source"].unique().to_list() == [f"causal-lm:{tiny_llama_dir}"]
     for name in ("main", "k_sweep", "decomposition"):
         assert pl.read_csv(out / f"{name}.csv").height == len(tables[name])
@@ -99,16 +118,6 @@ def test_online_benchmark_reports_chunk_level_tables(tiny_llama_dir, tmp_path) -
     assert {"auroc_online", "tpr@0.05fpr_online"} <= set(tables["main"][0])
     chunks = pl.read_parquet(out / "scores.parquet")
     assert {"id", "chunk", "token_start", "token_end", "label"} <= set(chunks.columns)
-
-
-def test_benchmark_window_stride_scores_long_documents_in_full(tiny_llama_dir, tmp_path) -> None:
-    path = tmp_path / "labelled.parquet"
-    pl.DataFrame({"text": TRAINING_TEXT, "label": [0, 1] * 3}).write_parquet(path)
-    out = tmp_path / "windows"
-    args = ["benchmark", "--data", str(path), "--max-tokens", "12", "--window-stride", "8"]
-    assert main([*args, "--model", str(tiny_llama_dir), "--output-dir", str(out)]) == 0
-    scores = pl.read_parquet(out / "scores.parquet")
-    assert (scores["n_tokens"] > 12).all() and (scores["n_windows"] > 1).all()
 
 
 def test_group_with_one_class_names_the_group_in_the_error() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM, BertTokenizer
@@ -10,6 +11,7 @@ from transformers import BertConfig, BertForMaskedLM, BertTokenizer
 from pipeline.config import ScoringConfig
 from pipeline.evaluation.extra_pass import (
     MaskedLM,
+    document_rng,
     load_masked_lm,
     lowercase_scores,
     make_neighbours,
@@ -74,10 +76,10 @@ def test_neighbor_score_is_loss_minus_mean_neighbour_loss_from_the_target_lm(tar
     scores = neighbor_scores(target, texts, base["loss"], n_neighbors=2, fraction=0.3, seed=7)
     assert scores["neighbor_source"].to_list() == [f"causal-lm:{target.loaded.name}"] * 3
     assert scores["neighbor"][1] is None
-    rng = np.random.default_rng(7)
     for index in (0, 2):
         (document,) = target.encode([texts[index]])
         proposals = propose_replacements(target, document.input_ids)
+        rng = document_rng(7, document.text)
         neighbours = [
             EncodedDocument(document.text, ids, document.status)
             for ids in make_neighbours(document, proposals, 2, 0.3, rng)
@@ -122,7 +124,27 @@ def test_masked_lm_neighbours_replace_words_and_are_reported_as_the_source(
         target, [text], base["loss"], n_neighbors=2, fraction=0.3, seed=4, masked_lm=tiny_masked_lm
     )
     assert scores["neighbor_source"].to_list() == [f"masked-lm:{tiny_masked_lm.name}"]
-    rng = np.random.default_rng(4)
+    rng = document_rng(4, text)
     neighbour_texts = [masked_lm_neighbour(tiny_masked_lm, text, 0.3, rng) for _ in range(2)]
     expected = base["loss"][0] - target.score_frame(neighbour_texts)["loss"].mean()
     assert scores["neighbor"][0] == pytest.approx(expected, abs=1e-6)
+
+
+def test_neighbor_score_of_a_document_does_not_depend_on_the_rest_of_its_batch(target) -> None:
+    alone = neighbor_scores(target, TRAINING_TEXT[3:4], pl.Series([-5.0]), n_neighbors=2, seed=1)
+    texts = TRAINING_TEXT[:4]
+    together = neighbor_scores(target, texts, pl.Series([-5.0] * 4), n_neighbors=2, seed=1)
+    assert together["neighbor"][3] == pytest.approx(alone["neighbor"][0], abs=1e-6)
+
+
+def test_windowed_proposals_replace_every_position_of_a_long_document(tiny_llama) -> None:
+    windowed = DocumentScorer(tiny_llama, ScoringConfig(max_tokens=16, window_stride=8))
+    (document,) = windowed.encode([TRAINING_TEXT[2]])
+    assert document.status == "windowed" and len(document.input_ids) > 2 * 16
+    proposals = propose_replacements(windowed, document.input_ids)
+    full_context = propose_replacements(
+        DocumentScorer(tiny_llama, ScoringConfig()), document.input_ids
+    )
+    assert len(proposals) == len(document.input_ids)
+    assert all(p != o for p, o in zip(proposals[1:], document.input_ids[1:], strict=True))
+    assert proposals[:16] == full_context[:16]  # the first window sees the same prefix

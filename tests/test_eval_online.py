@@ -40,7 +40,7 @@ def test_chunk_scores_equal_offline_scores_of_same_tokens_with_same_prefix(score
         start, end = row["token_start"], row["token_end"]
         prefix_stats = batch_token_stats(
             scorer.loaded.model,
-            scorer._pad([ids[: end + 1]]),
+            scorer.pad([ids[: end + 1]]),
             head=None,
             row_chunk=64,
             vocab_chunk=128,

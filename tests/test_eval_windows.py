@@ -1,16 +1,21 @@
-"""Sliding windows: every token after the first is scored exactly once, in order."""
+"""Sliding windows: every token after the first is scored exactly once, in order, and the
+windows of all documents are batched by the ordinary scorer."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from naive_reference import naive_scores_of_tokens, naive_token_scores
 
 from pipeline.config import ScoringConfig
-from pipeline.evaluation.windowed import score_windowed
-from pipeline.scorer import DocumentScorer
+from pipeline.scorer import DocumentScorer, score_texts
 from pipeline.scoring.token_stats import TokenStats
-from pipeline.scoring.windows import plan_windows, windowed_token_stats
+from pipeline.scoring.windows import concat_token_stats, plan_windows, select_positions
 from tests.conftest import TRAINING_TEXT
+
+LONG_TEXTS = [" ".join(TRAINING_TEXT[:3]), " ".join(TRAINING_TEXT[3:])]  # ~150 tokens each
+SHORT_TEXTS = [TRAINING_TEXT[0], "", "lazy dog"]  # 32 (= max_tokens), 0 and 7 tokens
+WINDOWED = {"max_tokens": 32, "window_stride": 12, "k_percentages": [20, 50]}
 
 
 @pytest.mark.parametrize(("n_tokens", "window", "stride"), [(2, 4, 1), (10, 4, 3), (37, 8, 5)])
@@ -27,38 +32,56 @@ def test_windows_predict_each_token_once_with_bounded_context(n_tokens, window, 
 def test_stride_must_leave_context() -> None:
     with pytest.raises(ValueError, match="stride"):
         plan_windows(10, window=4, stride=4)
+    with pytest.raises(ValueError, match="window_stride"):
+        ScoringConfig(max_tokens=8, window_stride=8)
 
 
-def test_windowed_stats_keep_only_each_windows_new_positions_in_text_order() -> None:
+def test_each_windows_kept_predictions_stitch_to_every_token_in_text_order() -> None:
     ids = list(range(100, 123))
-
-    def stats_of(window_ids):  # "log p" of position j = id of the token it predicts
-        targets = torch.tensor(window_ids[1:], dtype=torch.float32)
-        return TokenStats(targets, targets * 0, targets * 0 + 1)
-
-    stats = windowed_token_stats(ids, window=6, stride=4, stats_of=stats_of)
-    assert stats.target_logprob.tolist() == [float(i) for i in ids[1:]]
-
-
-@pytest.fixture(scope="module")
-def long_text() -> str:
-    return " ".join(TRAINING_TEXT * 2)
+    parts = []
+    for window in plan_windows(len(ids), 6, 4):
+        # "log p" of prediction j = id of the token it predicts
+        targets = torch.tensor(ids[window.start + 1 : window.end], dtype=torch.float32)
+        assert len(targets) == window.n_predictions
+        stats = TokenStats(targets, targets * 0, targets * 0 + 1)
+        parts.append(select_positions(stats, slice(window.first_kept, None)))
+    assert concat_token_stats(parts).target_logprob.tolist() == [float(i) for i in ids[1:]]
 
 
-def test_long_document_is_scored_over_all_tokens_not_truncated(tiny_llama, long_text) -> None:
-    scorer = DocumentScorer(tiny_llama, ScoringConfig(max_tokens=32))
-    full_length = len(tiny_llama.tokenizer(long_text)["input_ids"])
-    frame = score_windowed(scorer, [long_text, ""], stride=16)
-    assert frame["n_tokens"].to_list() == [full_length - 1, 0]
-    assert frame["n_windows"][0] == len(plan_windows(full_length, 32, 16)) > 1
-    assert frame["minkpp_k20"][1] is None
+def naive_windowed_scores(loaded, text: str, input_ids, max_tokens: int, stride: int) -> dict:
+    """Float64 reference: one unbatched full-softmax pass per window, new tokens kept."""
+    kept: dict[str, list[torch.Tensor]] = {"logprob": [], "mu": [], "sigma": []}
+    for window in plan_windows(len(input_ids), max_tokens, stride):
+        token = naive_token_scores(loaded, list(input_ids[window.start : window.end]))
+        for name, values in token.items():
+            kept[name].append(values[window.first_kept :])
+    token = {name: torch.cat(parts) for name, parts in kept.items()}
+    return naive_scores_of_tokens(token, text, WINDOWED["k_percentages"])
 
 
-def test_one_window_equals_ordinary_scoring(tiny_llama) -> None:
-    text = " ".join(TRAINING_TEXT[:3])
-    scorer = DocumentScorer(tiny_llama, ScoringConfig(max_tokens=512))
-    windowed = score_windowed(scorer, [text], stride=16)
-    ordinary = scorer.score_frame([text])
-    assert windowed["n_windows"][0] == 1
-    for name in scorer.columns:
-        assert windowed[name][0] == pytest.approx(ordinary[name][0], rel=1e-5, abs=1e-6), name
+def test_windowed_documents_match_a_float64_per_window_reference(tiny_llama) -> None:
+    # A small token budget spreads one document's windows over several mixed batches.
+    scorer = DocumentScorer(tiny_llama, ScoringConfig(**WINDOWED, batch_tokens=80))
+    texts = [LONG_TEXTS[0], SHORT_TEXTS[1], LONG_TEXTS[1], SHORT_TEXTS[0]]
+    documents = scorer.encode(texts)
+    scores = scorer.score_documents(documents)
+    full_lengths = [len(tiny_llama.tokenizer(text)["input_ids"]) for text in LONG_TEXTS]
+    assert scores["status"] == ["windowed", "empty", "windowed", "ok"]
+    assert scores["n_tokens"][0] == full_lengths[0] - 1 and full_lengths[0] > 3 * 32
+    assert scores["n_tokens"][2] == full_lengths[1] - 1
+    assert all(scores[name][1] is None for name in scorer.columns)
+    for index in (0, 2):
+        document = documents[index]
+        expected = naive_windowed_scores(tiny_llama, document.text, document.input_ids, 32, 12)
+        for name in scorer.columns:
+            assert scores[name][index] == pytest.approx(expected[name], rel=1e-5, abs=1e-6), name
+
+
+def test_short_documents_score_the_same_with_or_without_window_stride(tiny_llama) -> None:
+    plain = score_texts(SHORT_TEXTS, tiny_llama, max_tokens=32, k_percentages=[20, 50])
+    windowed = score_texts(SHORT_TEXTS + LONG_TEXTS[:1], tiny_llama, **WINDOWED)
+    truncated = score_texts(LONG_TEXTS[:1], tiny_llama, max_tokens=32, k_percentages=[20, 50])
+    assert windowed["status"].to_list() == ["ok", "empty", "ok", "windowed"]
+    assert truncated["status"].to_list() == ["truncated"] and truncated["n_tokens"][0] == 31
+    for name in plain.columns:
+        assert windowed[name].to_list()[:3] == plain[name].to_list(), name

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import polars as pl
 import psutil
+import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import pytest
 import ray
 from ray.cluster_utils import Cluster
@@ -47,6 +49,17 @@ def score_command(model_dir: Path, inputs: Path, output: Path) -> list[str]:
     ]
 
 
+def has_complete_shard(output: Path) -> bool:
+    """True once some score shard has its Parquet footer (a shard still being written has none)."""
+    for path in output.glob("*.parquet"):
+        try:
+            pq.read_metadata(path)
+            return True
+        except (OSError, pa.ArrowInvalid):
+            continue
+    return False
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -63,7 +76,7 @@ def test_rerun_after_killing_the_job_midway_completes_each_id_exactly_once(
     with log.open("w") as sink:
         job = subprocess.Popen(command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
-    while not list(output.glob("*.parquet")):  # kill at the first finished shard
+    while not has_complete_shard(output):  # kill at the first finished shard
         assert job.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
         time.sleep(0.05)
     driver = psutil.Process(job.pid)

@@ -1,25 +1,24 @@
-"""The benchmark run: score labelled Parquet in-process and build the paper-style tables.
+"""The benchmark run: score labelled Parquet through the Ray pipeline and build the
+paper-style tables.
 
-Scoring goes through `pipeline.scorer.DocumentScorer`, the same core the Ray actors hold.
+Offline scoring goes through `pipeline.distributed.run_scoring`, the same pipeline (and
+baseline stages) as `minkscan score`; online detection scores in-process.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 
-from pipeline.config import ModelConfig, ScanConfig
-from pipeline.evaluation.extra_pass import (
-    load_masked_lm,
-    lowercase_scores,
-    neighbor_scores,
-    neighbor_source,
-    reference_scores,
-)
+from pipeline.config import ConfigError, ScanConfig
+from pipeline.distributed.runner import ray_session, run_scoring
 from pipeline.evaluation.online import chunk_scores, label_chunks, online_setting
 from pipeline.evaluation.tables import (
     decomposition_columns,
@@ -28,9 +27,11 @@ from pipeline.evaluation.tables import (
     metric_table,
     to_markdown,
 )
-from pipeline.evaluation.windowed import score_windowed
+from pipeline.io.outputs import score_shards
+from pipeline.io.paths import filesystem_for, fs_path
 from pipeline.models.loading import load_model
 from pipeline.scorer import DocumentScorer
+from pipeline.scoring.aggregate import score_column_names
 
 
 def read_labelled(paths: Sequence[str]) -> pl.DataFrame:
@@ -57,7 +58,11 @@ def read_labelled(paths: Sequence[str]) -> pl.DataFrame:
                 pl.col("group").cast(pl.Utf8),
             )
         )
-    return pl.concat(frames)
+    data = pl.concat(frames)
+    duplicated = data.filter(pl.col("id").is_duplicated())["id"].unique().sort().to_list()
+    if duplicated:
+        raise ValueError(f"ids must be unique across --data files; repeated: {duplicated[:5]}")
+    return data
 
 
 @dataclass(frozen=True)
@@ -99,58 +104,88 @@ class BenchmarkResult:
 
 
 def _tabulate(
-    labelled: pl.DataFrame, scorer: DocumentScorer, k: int, forward_passes: dict[str, int]
+    labelled: pl.DataFrame, config: ScanConfig, k: int, forward_passes: dict[str, int]
 ) -> BenchmarkResult:
+    scoring = config.scoring
+    columns = score_column_names(scoring.k_percentages, scoring.ablation_k_percentages)
     return BenchmarkResult(
         scores=labelled,
         forward_passes=forward_passes,
         main=metric_table(labelled, method_columns(labelled.columns, k), detailed=True),
-        k_sweep=metric_table(labelled, k_sweep_columns(scorer.columns)),
-        decomposition=metric_table(labelled, decomposition_columns(scorer.columns, k)),
+        k_sweep=metric_table(labelled, k_sweep_columns(columns)),
+        decomposition=metric_table(labelled, decomposition_columns(columns, k)),
     )
 
 
-def run_benchmark(
-    config: ScanConfig,
-    data: pl.DataFrame,
-    k: int = 20,
-    reference: ModelConfig | None = None,
-    n_neighbors: int = 0,
-    neighbor_model: str | None = None,
-) -> BenchmarkResult:
-    """Score ``data`` (see `read_labelled`) with the configured model and tabulate.
+@contextmanager
+def _work_dir(work_dir: str | None) -> Iterator[str]:
+    if work_dir is not None:
+        yield work_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="minkscan-benchmark-") as directory:
+        yield directory
 
-    Besides the single-pass methods, runs Lowercase (one extra pass) and, with a
-    ``reference`` model, Ref (one pass of the reference model); with ``n_neighbors`` > 0,
-    Neighbor (neighbours from the ``neighbor_model`` masked LM if given, else proposed by
-    the target model; see `neighbor_scores` for the passes). With
-    ``scoring.window_stride`` the single-pass methods score long documents with sliding
-    windows (one pass per window); the extra passes still truncate at ``max_tokens``.
+
+def _read_scores(config: ScanConfig) -> pl.DataFrame:
+    output = config.data.output
+    fs = filesystem_for([output], config.data.s3)
+    tables = []
+    for path in score_shards(fs, fs_path(output)):
+        with fs.open_input_file(path) as handle:
+            tables.append(pl.from_arrow(pq.read_table(handle)))
+    return pl.concat(tables, how="vertical_relaxed")
+
+
+def run_benchmark(
+    config: ScanConfig, data: pl.DataFrame, k: int = 20, work_dir: str | None = None
+) -> BenchmarkResult:
+    """Score ``data`` (see `read_labelled`) with `run_scoring` and tabulate.
+
+    Besides the single-pass methods, the tables hold every baseline enabled in
+    ``config.baselines`` (each a stage of the pipeline). The ids and texts are written as
+    the pipeline's input under ``work_dir`` and scored into ``work_dir/scores``; the
+    default, a temporary local directory, suits the embedded Ray and single-node clusters,
+    while a multi-node cluster needs shared storage (e.g. s3://bucket/prefix). A
+    ``work_dir`` that already holds scores is resumed, not re-scored.
     """
-    scorer = DocumentScorer(load_model(config.model), config.scoring)
-    texts = data["text"].to_list()
-    stride = config.scoring.window_stride
-    main = scorer.score_frame(texts) if stride is None else score_windowed(scorer, texts, stride)
-    parts = [data, main, lowercase_scores(scorer, texts, main["loss"])]
-    passes = {"single-pass methods": 1, "Lowercase": 1}
-    if reference is not None:
-        ref_scorer = DocumentScorer(load_model(reference), config.scoring)
-        parts.append(reference_scores(ref_scorer, texts, main["loss"]))
-        passes["Ref (reference model)"] = 1
-    if n_neighbors > 0:
-        masked_lm = None if neighbor_model is None else load_masked_lm(neighbor_model)
-        parts.append(neighbor_scores(scorer, texts, main["loss"], n_neighbors, masked_lm=masked_lm))
-        source = neighbor_source(scorer, masked_lm)
-        passes[f"Neighbor ({source})"] = n_neighbors + (1 if masked_lm is None else n_neighbors)
-    return _tabulate(pl.concat(parts, how="horizontal").drop("text"), scorer, k, passes)
+    with _work_dir(work_dir) as directory:
+        fs = filesystem_for([directory], config.data.s3)
+        base = directory.rstrip("/")
+        fs.create_dir(fs_path(f"{base}/input"), recursive=True)
+        with fs.open_output_stream(fs_path(f"{base}/input/labelled.parquet")) as stream:
+            pq.write_table(data.select("id", "text").to_arrow(), stream)
+        data_config = config.data.model_copy(
+            update={
+                "input": [f"{base}/input/labelled.parquet"],
+                "output": f"{base}/scores",
+                "text_column": "text",
+                "id_column": "id",
+                "skip_bad_shards": False,
+            }
+        )
+        config = config.model_copy(update={"data": data_config})
+        with ray_session(config):
+            summary = run_scoring(config)
+        scores = _read_scores(config)
+    labelled = data.drop("text").join(scores, on="id", how="left", maintain_order="left")
+    return _tabulate(labelled, config, k, summary.forward_passes)
 
 
 def run_online_benchmark(
     config: ScanConfig, data: pl.DataFrame, k: int = 20, chunk_tokens: int = 32, seed: int = 0
 ) -> BenchmarkResult:
-    """Chunk-level tables in the online setting built from ``data`` (see `online_setting`)."""
+    """Chunk-level tables in the online setting built from ``data`` (see `online_setting`).
+
+    Scores in-process, one forward pass per text: each chunk is conditioned on all the text
+    before it, which sliding windows would cut, so ``scoring.window_stride`` must be unset.
+    """
+    if config.scoring.window_stride is not None:
+        raise ConfigError(
+            "'scoring.window_stride': online detection conditions every chunk on all the text "
+            "before it, so it cannot use sliding windows"
+        )
     scorer = DocumentScorer(load_model(config.model), config.scoring)
     setting = online_setting(data, seed)
     chunks = chunk_scores(scorer, setting["id"].to_list(), setting["text"].to_list(), chunk_tokens)
     passes = {"all chunks of a document": 1}
-    return _tabulate(label_chunks(scorer, setting, chunks), scorer, k, passes)
+    return _tabulate(label_chunks(scorer, setting, chunks), config, k, passes)

@@ -11,6 +11,7 @@ so, like every score here, higher means "more likely a member".
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from pipeline.config import BaselinesConfig
 from pipeline.scorer import DocumentScorer
 from pipeline.text.tokenize import EncodedDocument
 
@@ -51,13 +53,18 @@ def reference_scores(
 def propose_replacements(scorer: DocumentScorer, input_ids: Sequence[int]) -> list[int]:
     """For every position t >= 1, the causal LM's top token given ids[:t], other than ids[t].
 
-    One forward pass over the original document. Position 0 (no prefix) keeps its token.
+    One forward pass over the original document (one per window when the scorer scores it
+    with sliding windows). Position 0 (no prefix) keeps its token.
     """
-    ids = torch.tensor([list(input_ids)], device=scorer.loaded.device)
-    logits = scorer.loaded.model(input_ids=ids).logits[0, :-1].float()
-    logits = logits[:, : len(scorer.loaded.tokenizer)]  # never propose a padded-vocab id
-    logits.scatter_(1, ids[0, 1:, None], float("-inf"))
-    return [int(input_ids[0])] + logits.argmax(dim=1).tolist()
+    proposals = [int(input_ids[0])]
+    for window in scorer.windows(len(input_ids)):
+        window_ids = list(input_ids[window.start : window.end])
+        ids = torch.tensor([window_ids], device=scorer.loaded.device)
+        logits = scorer.loaded.model(input_ids=ids).logits[0, :-1].float()
+        logits = logits[:, : len(scorer.loaded.tokenizer)]  # never propose a padded-vocab id
+        logits.scatter_(1, ids[0, 1:, None], float("-inf"))
+        proposals += logits[window.first_kept :].argmax(dim=1).tolist()
+    return proposals
 
 
 def make_neighbours(
@@ -124,11 +131,43 @@ def masked_lm_neighbour(
     return tokenizer.decode(ids, skip_special_tokens=True)
 
 
-def neighbor_source(scorer: DocumentScorer, masked_lm: MaskedLM | None) -> str:
+def neighbor_source(target_model: str, masked_lm: str | None) -> str:
     """Which model generates the neighbours: ``masked-lm:NAME`` or ``causal-lm:NAME``."""
     if masked_lm is not None:
-        return f"masked-lm:{masked_lm.name}"
-    return f"causal-lm:{scorer.loaded.name}"
+        return f"masked-lm:{masked_lm}"
+    return f"causal-lm:{target_model}"
+
+
+def document_rng(seed: int, text: str) -> np.random.Generator:
+    """The random stream of one document's neighbours, from the seed and the text alone, so a
+    document's Neighbor score does not depend on which other documents share its batch."""
+    return np.random.default_rng([seed, zlib.crc32(text.encode("utf-8"))])
+
+
+def baseline_columns(baselines: BaselinesConfig) -> list[str]:
+    """The columns the enabled baselines add to the score output, in output order."""
+    columns = []
+    if baselines.lowercase:
+        columns += ["lowercase", "lowercase_n_tokens"]
+    if baselines.neighbors > 0:
+        columns += ["neighbor", "neighbor_source"]
+    if baselines.reference_model is not None:
+        columns += ["ref", "ref_n_tokens"]
+    return columns
+
+
+def forward_passes(baselines: BaselinesConfig, target_model: str) -> dict[str, int]:
+    """Forward passes per document (per window of a windowed one) of each enabled method."""
+    passes = {"single-pass methods": 1}
+    if baselines.lowercase:
+        passes["Lowercase"] = 1
+    if baselines.reference_model is not None:
+        passes[f"Ref ({baselines.reference_model.name})"] = 1
+    if baselines.neighbors > 0:
+        source = neighbor_source(target_model, baselines.neighbor_model)
+        proposal = 1 if baselines.neighbor_model is None else baselines.neighbors
+        passes[f"Neighbor ({source})"] = baselines.neighbors + proposal
+    return passes
 
 
 def neighbor_scores(
@@ -145,18 +184,19 @@ def neighbor_scores(
     With ``masked_lm``, each neighbour is the text with ``fraction`` of its words re-proposed
     by the masked LM (``n_neighbors`` MLM passes + ``n_neighbors`` scoring passes). Without,
     the scorer's own causal LM proposes, at randomly chosen positions, its top-ranked token
-    other than the original (1 proposal pass + ``n_neighbors`` scoring passes). Documents
-    with no scored token, or any unscorable neighbour, get None.
+    other than the original (1 proposal pass + ``n_neighbors`` scoring passes). Positions
+    are drawn from `document_rng`. Documents with no scored token, or any unscorable
+    neighbour, get None.
     """
     if n_neighbors < 1 or not 0 < fraction <= 1:
         raise ValueError("need n_neighbors >= 1 and 0 < fraction <= 1")
-    rng = np.random.default_rng(seed)
     documents = scorer.encode(texts)
     owners: list[int] = []
     neighbours: list[EncodedDocument] = []
     for index, document in enumerate(documents):
         if document.n_scored == 0:
             continue
+        rng = document_rng(seed, document.text)
         if masked_lm is not None:
             perturbed = [
                 masked_lm_neighbour(masked_lm, document.text, fraction, rng)
@@ -176,7 +216,7 @@ def neighbor_scores(
         base - float(np.mean(own)) if own and base is not None and None not in own else None
         for base, own in zip(base_loss.to_list(), losses, strict=True)
     ]
-    source = neighbor_source(scorer, masked_lm)
+    source = neighbor_source(scorer.loaded.name, None if masked_lm is None else masked_lm.name)
     return pl.DataFrame(
         {"neighbor": scores, "neighbor_source": [source] * len(documents)},
         schema={"neighbor": pl.Float64, "neighbor_source": pl.Utf8},

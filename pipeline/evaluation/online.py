@@ -39,7 +39,7 @@ def chunk_scores(
             continue
         stats = batch_token_stats(
             scorer.loaded.model,
-            scorer._pad([document.input_ids]),
+            scorer.pad([document.input_ids]),
             head=scorer.head,
             row_chunk=scoring.row_chunk,
             vocab_chunk=scoring.vocab_chunk,

@@ -45,6 +45,15 @@ def read_columns(fs: pafs.FileSystem, output: str, columns: list[str]) -> pa.Tab
     return pa.concat_tables(tables) if tables else pa.table({c: [] for c in columns})
 
 
+def existing_columns(fs: pafs.FileSystem, output: str) -> list[str] | None:
+    """Column names of the first score shard already in the output; None when there is none."""
+    shards = score_shards(fs, output)
+    if not shards:
+        return None
+    with fs.open_input_file(shards[0]) as handle:
+        return pq.read_schema(handle).names
+
+
 def write_manifest(fs: pafs.FileSystem, output: str, manifest: dict[str, Any]) -> str:
     """Write the run manifest as ``<output>/_manifest.json``; returns its path."""
     path = f"{output}/{MANIFEST_NAME}"

@@ -8,7 +8,7 @@ context and at least ``window - stride``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -24,6 +24,16 @@ class Window:
     end: int
     first_new: int
 
+    @property
+    def n_predictions(self) -> int:
+        """Predictions of one pass over the window: prediction j is of token start + j + 1."""
+        return self.end - self.start - 1
+
+    @property
+    def first_kept(self) -> int:
+        """Index of the window's first prediction that no earlier window made."""
+        return self.first_new - self.start - 1
+
 
 def plan_windows(n_tokens: int, window: int, stride: int) -> list[Window]:
     """Windows covering ``n_tokens`` tokens so each token t >= 1 is predicted exactly once."""
@@ -36,22 +46,18 @@ def plan_windows(n_tokens: int, window: int, stride: int) -> list[Window]:
     return windows
 
 
-def windowed_token_stats(
-    input_ids: Sequence[int],
-    window: int,
-    stride: int,
-    stats_of: Callable[[Sequence[int]], TokenStats],
-) -> TokenStats:
-    """TokenStats of every scored position of a long document, in text order.
+def select_positions(stats: TokenStats, positions: slice) -> TokenStats:
+    """The stats of a range of positions (e.g. one window's new predictions in a batch)."""
+    return TokenStats(
+        stats.target_logprob[positions], stats.mean_logprob[positions], stats.std_logprob[positions]
+    )
 
-    ``stats_of(ids)`` returns the stats of all len(ids) - 1 positions of one window (one
-    forward pass); only each window's new positions are kept.
-    """
-    parts = []
-    for part in plan_windows(len(input_ids), window, stride):
-        stats = stats_of(input_ids[part.start : part.end])
-        keep = slice(part.first_new - part.start - 1, None)
-        parts.append(
-            (stats.target_logprob[keep], stats.mean_logprob[keep], stats.std_logprob[keep])
+
+def concat_token_stats(parts: Sequence[TokenStats]) -> TokenStats:
+    """Stats laid end to end: a document's windows in text order, or documents in order."""
+    return TokenStats(
+        *(
+            torch.cat([getattr(part, name) for part in parts])
+            for name in ("target_logprob", "mean_logprob", "std_logprob")
         )
-    return TokenStats(*(torch.cat(column) for column in zip(*parts, strict=True)))
+    )

@@ -17,7 +17,8 @@ EMPTY = "empty"  # None, "", or whitespace only
 NOT_TEXT = "not_text"  # not a string
 TOO_SHORT = "too_short"  # fewer than two tokens: nothing to score
 TRUNCATED = "truncated"  # longer than max_tokens; scored on the first max_tokens tokens
-SCORED_STATUSES = frozenset({OK, TRUNCATED})
+WINDOWED = "windowed"  # longer than max_tokens; every token scored with sliding windows
+SCORED_STATUSES = frozenset({OK, TRUNCATED, WINDOWED})
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,13 @@ def encode_documents(
     *,
     max_tokens: int,
     prepend_bos: bool = False,
+    windowed: bool = False,
 ) -> list[EncodedDocument]:
-    """Tokenise a batch of texts; bad inputs get a status instead of raising."""
+    """Tokenise a batch of texts; bad inputs get a status instead of raising.
+
+    Documents over ``max_tokens`` are cut to it (status truncated), or with ``windowed``
+    keep all their tokens (status windowed) for sliding-window scoring.
+    """
     bos = bos_token_id(tokenizer) if prepend_bos else None
     documents: list[EncodedDocument | None] = [None] * len(texts)
     valid_positions: list[int] = []
@@ -70,7 +76,7 @@ def encode_documents(
                 ids = [bos, *ids]
             status = OK
             if len(ids) > max_tokens:
-                ids, status = ids[:max_tokens], TRUNCATED
+                ids, status = (ids, WINDOWED) if windowed else (ids[:max_tokens], TRUNCATED)
             if len(ids) < 2:
                 status = TOO_SHORT
             documents[position] = EncodedDocument(str(texts[position]), tuple(ids), status)

@@ -1,0 +1,119 @@
+"""Extra-pass baselines and sliding windows as stages of `run_scoring`: the same numbers as
+the in-process functions, each row once, bad rows kept with their status and null scores."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+import ray
+
+from pipeline.config import build_config
+from pipeline.distributed import run_scoring
+from pipeline.evaluation.extra_pass import lowercase_scores, neighbor_scores, reference_scores
+from pipeline.models.loading import load_model
+from pipeline.scorer import DocumentScorer
+from tests.conftest import TRAINING_TEXT
+
+TEXTS = [*TRAINING_TEXT[:4], "", "A", None, " ".join(TRAINING_TEXT[4:])]
+IDS = [f"doc-{i:02d}" for i in range(len(TEXTS))]
+BASELINE_COLUMNS = [
+    "lowercase",
+    "lowercase_n_tokens",
+    "neighbor",
+    "neighbor_source",
+    "ref",
+    "ref_n_tokens",
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    # The target and the reference actor hold one CPU each, the light stages a quarter each.
+    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def test_baseline_stages_match_the_in_process_functions(tiny_llama_dir, tiny_gpt2_dir, tmp_path):
+    frame = pl.DataFrame({"id": IDS, "text": TEXTS}, schema={"id": pl.Utf8, "text": pl.Utf8})
+    frame.write_parquet(tmp_path / "in.parquet")
+    overrides = {
+        "model.name": str(tiny_llama_dir),
+        "model.device": "cpu",
+        # Windows of 32 tokens: most texts are longer, so every pass below is windowed.
+        "scoring": {"k_percentages": [20], "max_tokens": 32, "window_stride": 12},
+        "data.input": [str(tmp_path / "in.parquet")],
+        "data.output": str(tmp_path / "out"),
+        "ray.tokenize_batch_size": 3,
+        "baselines": {
+            "lowercase": True,
+            "reference_model": {"name": str(tiny_gpt2_dir), "device": "cpu"},
+            "neighbors": 2,
+            "neighbor_seed": 5,
+        },
+    }
+    config = build_config({}, overrides)
+    summary = run_scoring(config)
+
+    assert summary.documents == len(TEXTS)
+    scores = pl.read_parquet(str(tmp_path / "out" / "*.parquet")).sort("id")
+    assert scores["id"].to_list() == IDS
+    target = DocumentScorer(load_model(config.model), config.scoring)
+    reference = DocumentScorer(load_model(config.baselines.reference_model), config.scoring)
+    assert scores.columns == ["id", "n_tokens", "status", *target.columns, *BASELINE_COLUMNS]
+    base = target.score_frame(TEXTS)
+    expected = pl.concat(
+        [
+            base,
+            lowercase_scores(target, TEXTS, base["loss"]),
+            neighbor_scores(target, TEXTS, base["loss"], n_neighbors=2, seed=5),
+            reference_scores(reference, TEXTS, base["loss"]),
+        ],
+        how="horizontal",
+    )
+    assert "windowed" in scores["status"].to_list()
+    assert scores["status"].to_list() == expected["status"].to_list()
+    assert scores["ref_n_tokens"].to_list() != scores["n_tokens"].to_list()  # own tokenizer
+    for column in ("n_tokens", "lowercase_n_tokens", "ref_n_tokens", "neighbor_source"):
+        assert scores[column].to_list() == expected[column].to_list(), column
+    for column in ("loss", "minkpp_k20", "lowercase", "neighbor", "ref"):
+        got, want = scores[column].to_list(), expected[column].to_list()
+        assert [g is None for g in got] == [w is None for w in want], column
+        assert all(
+            g is None or g == pytest.approx(w, rel=1e-5, abs=1e-6)
+            for g, w in zip(got, want, strict=True)
+        ), column
+    for index in (4, 6):  # empty, missing text
+        assert all(scores[c][index] is None for c in ("loss", "lowercase", "neighbor", "ref"))
+    # "A" is <bos> A for the target but one token, nothing to predict, for the reference.
+    assert scores["loss"][5] is not None and scores["ref"][5] is None
+    passes = {
+        "single-pass methods": 1,
+        "Lowercase": 1,
+        f"Neighbor (causal-lm:{tiny_llama_dir})": 3,
+        f"Ref ({tiny_gpt2_dir})": 1,
+    }
+    assert summary.forward_passes == passes
+    manifest = json.loads(Path(summary.manifest).read_text())
+    assert manifest["summary"]["forward_passes"] == passes
+    assert "forward passes per document: single-pass methods 1, Lowercase 1" in summary.line()
+
+
+def test_resuming_with_other_baselines_fails_before_scoring_and_names_the_columns(
+    tiny_llama_dir, tmp_path
+):
+    pl.DataFrame({"id": IDS[:1], "text": TEXTS[:1]}).write_parquet(tmp_path / "in.parquet")
+    (tmp_path / "out").mkdir()
+    earlier = {"id": ["doc-00"], "n_tokens": [3], "status": ["ok"], "loss": [-1.0]}
+    pl.DataFrame(earlier).write_parquet(tmp_path / "out" / "earlier.parquet")
+    overrides = {
+        "model.name": str(tiny_llama_dir),
+        "data.input": [str(tmp_path / "in.parquet")],
+        "data.output": str(tmp_path / "out"),
+        "baselines.lowercase": True,
+    }
+    with pytest.raises(ValueError, match=r"columns \['id', 'n_tokens', 'status', 'loss'\]"):
+        run_scoring(build_config({}, overrides))
