@@ -180,6 +180,12 @@ class RayConfig(_Section):
     gpus_per_actor: float = Field(0.0, ge=0)
     cpus_per_actor: float = Field(1.0, gt=0)
     tokenize_batch_size: int = Field(256, ge=1, description="Rows per CPU tokenisation task.")
+    block_bytes: int = Field(
+        1 << 20,
+        ge=1024,
+        description="Ray Data block size: blocks are what actors share, so small blocks spread "
+        "even a single large shard over every scoring actor.",
+    )
     max_task_retries: int = Field(3, ge=0, description="Retries of a batch whose actor died.")
     max_restarts: int = Field(3, ge=0, description="Restarts of a dead scoring actor.")
 

@@ -92,6 +92,31 @@ def test_every_row_scored_once_with_in_process_scores_and_statuses(tiny_llama_di
     assert manifest["config"]["model"]["name"] == str(tiny_llama_dir)
 
 
+def test_a_single_shard_is_cut_into_blocks_that_several_scoring_actors_share(
+    tiny_llama_dir, tmp_path
+):
+    texts = [
+        f"Document number {i} has a few words of its own, {'and more ' * (i % 7)}."
+        for i in range(48)
+    ]
+    write_shards(tmp_path / "in", texts, per_shard=len(texts))
+    config = make_config(
+        tiny_llama_dir,
+        [str(tmp_path / "in")],
+        tmp_path / "out",
+        **{"ray.num_actors": 2, "ray.cpus_per_actor": 0.5, "ray.block_bytes": 1024},
+    )
+    summary = run_scoring(config)
+
+    assert summary.documents == len(texts)
+    assert sorted(read_scores(tmp_path / "out")["id"].to_list()) == [
+        f"doc-{i:05d}" for i in range(len(texts))
+    ]
+    # One score shard per block that reached the actors: many, though the input is one file.
+    assert len(list((tmp_path / "out").glob("*.parquet"))) > 2
+    assert ray.data.DataContext.get_current().target_max_block_size != 1024
+
+
 def test_ids_are_derived_from_file_and_row_when_the_input_has_none(tiny_llama_dir, tmp_path):
     write_shards(tmp_path / "in", TEXTS[:5], per_shard=3, with_ids=False)
     run_scoring(make_config(tiny_llama_dir, [str(tmp_path / "in" / "*.parquet")], tmp_path / "o"))
@@ -231,8 +256,15 @@ def test_minkscan_score_reads_and_writes_s3(tiny_llama_dir, tmp_path, s3_server,
         "ray: {cpus_per_actor: 1.0}\n"
     )
     code = main(
-        ["score", "--config", str(config), "--input", "s3://corpus/raw/*.parquet",
-         "--output", "s3://corpus/scores/run1"]
+        [
+            "score",
+            "--config",
+            str(config),
+            "--input",
+            "s3://corpus/raw/*.parquet",
+            "--output",
+            "s3://corpus/scores/run1",
+        ]
     )
     assert code == 0, capsys.readouterr().err
     assert "scored 4 documents" in capsys.readouterr().out
@@ -245,7 +277,11 @@ def test_minkscan_score_reads_and_writes_s3(tiny_llama_dir, tmp_path, s3_server,
         client.download_file("corpus", key, str(tmp_path / "score.parquet"))
         frames.append(pl.read_parquet(tmp_path / "score.parquet"))
     ids = sorted(pl.concat(frames)["id"].to_list())
-    assert ids == ["corpus/raw/shard-000.parquet:0", "corpus/raw/shard-000.parquet:1",
-                   "corpus/raw/shard-001.parquet:0", "corpus/raw/shard-001.parquet:1"]
+    assert ids == [
+        "corpus/raw/shard-000.parquet:0",
+        "corpus/raw/shard-000.parquet:1",
+        "corpus/raw/shard-001.parquet:0",
+        "corpus/raw/shard-001.parquet:1",
+    ]
     manifest = client.get_object(Bucket="corpus", Key="scores/run1/_manifest.json")
     assert json.loads(manifest["Body"].read())["config"]["data"]["s3"]["secret_access_key"] == "***"

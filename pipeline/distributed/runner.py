@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import ray
@@ -37,7 +38,7 @@ from pipeline.distributed.stages import (
 )
 from pipeline.evaluation.extra_pass import baseline_columns, forward_passes
 from pipeline.io.outputs import existing_columns, read_columns, write_manifest
-from pipeline.io.paths import check_shards, expand_inputs, filesystem_for, fs_path
+from pipeline.io.paths import ShardCheck, check_shards, expand_inputs, filesystem_for, fs_path
 from pipeline.scoring.aggregate import score_column_names
 
 logger = logging.getLogger(__name__)
@@ -179,40 +180,23 @@ def output_columns(config: ScanConfig) -> list[str]:
     ]
 
 
-def run_scoring(config: ScanConfig) -> RunSummary:
-    """Score ``config.data.input`` into Parquet shards under ``config.data.output``.
+@contextmanager
+def _block_size(block_bytes: int) -> Iterator[None]:
+    """Ray Data's target block size for the datasets built inside the block, restored after."""
+    context = ray.data.DataContext.get_current()
+    previous = context.target_max_block_size
+    context.target_max_block_size = block_bytes
+    try:
+        yield
+    finally:
+        context.target_max_block_size = previous
 
-    Output columns: ``id`` plus those of `pipeline.score_texts`, then those of the enabled
-    baselines (``lowercase``, ``lowercase_n_tokens``, ``neighbor``, ``neighbor_source``,
-    ``ref``, ``ref_n_tokens``). Ids already in the output are not scored again, so a re-run
-    after a crash completes the output.
-    """
+
+def _write_scores(
+    config: ScanConfig, shards: ShardCheck, finished: pa.Array, fs: pafs.FileSystem, output: str
+) -> None:
+    """Read -> id / resume filter -> tokenise -> score (-> Ref) -> Parquet score shards."""
     data, ray_config = config.data, config.ray
-    if not data.output:
-        raise ValueError("no output given (data.output / --output)")
-    fs = filesystem_for([*data.input, data.output], data.s3)
-    shards = check_shards(
-        expand_inputs(data.input, fs),
-        fs,
-        text_column=data.text_column,
-        id_column=data.id_column,
-        skip_bad=data.skip_bad_shards,
-    )
-    for path, reason in shards.skipped.items():
-        logger.warning("skipping bad shard %s: %s", path, reason)
-    output = fs_path(data.output)
-    finished = read_columns(fs, output, [ID])[ID].combine_chunks()
-    expected = output_columns(config)
-    existing = existing_columns(fs, output)
-    if existing is not None and existing != expected:
-        raise ValueError(
-            f"{data.output} holds score shards with columns {existing}, but this configuration "
-            f"writes {expected}: resume with the same scoring and baselines settings, or give "
-            "a new output"
-        )
-
-    ensure_ray(config)
-    started = time.perf_counter()
     derive = not shards.has_id_column
     columns = [data.text_column] + ([] if derive else [data.id_column])
     dataset = _read_shards(shards.readable, fs, derive).select_columns(
@@ -273,6 +257,44 @@ def run_scoring(config: ScanConfig) -> RunSummary:
     dataset.write_parquet(
         output, filesystem=fs, ray_remote_args={"num_cpus": LIGHT_TASK_CPUS}
     )
+
+
+def run_scoring(config: ScanConfig) -> RunSummary:
+    """Score ``config.data.input`` into Parquet shards under ``config.data.output``.
+
+    Output columns: ``id`` plus those of `pipeline.score_texts`, then those of the enabled
+    baselines (``lowercase``, ``lowercase_n_tokens``, ``neighbor``, ``neighbor_source``,
+    ``ref``, ``ref_n_tokens``). Ids already in the output are not scored again, so a re-run
+    after a crash completes the output.
+    """
+    data = config.data
+    if not data.output:
+        raise ValueError("no output given (data.output / --output)")
+    fs = filesystem_for([*data.input, data.output], data.s3)
+    shards = check_shards(
+        expand_inputs(data.input, fs),
+        fs,
+        text_column=data.text_column,
+        id_column=data.id_column,
+        skip_bad=data.skip_bad_shards,
+    )
+    for path, reason in shards.skipped.items():
+        logger.warning("skipping bad shard %s: %s", path, reason)
+    output = fs_path(data.output)
+    finished = read_columns(fs, output, [ID])[ID].combine_chunks()
+    expected = output_columns(config)
+    existing = existing_columns(fs, output)
+    if existing is not None and existing != expected:
+        raise ValueError(
+            f"{data.output} holds score shards with columns {existing}, but this configuration "
+            f"writes {expected}: resume with the same scoring and baselines settings, or give "
+            "a new output"
+        )
+
+    ensure_ray(config)
+    started = time.perf_counter()
+    with _block_size(config.ray.block_bytes):
+        _write_scores(config, shards, finished, fs, output)
     seconds = time.perf_counter() - started
 
     written = read_columns(fs, output, [ID, "n_tokens", "status"])
