@@ -147,13 +147,25 @@ def _redacted(config: ScanConfig) -> dict[str, Any]:
     return dumped
 
 
+@contextmanager
+def _data_context(**settings: Any) -> Iterator[None]:
+    """Ray Data context settings for the datasets built inside the block, restored after."""
+    context = ray.data.DataContext.get_current()
+    previous = {name: getattr(context, name) for name in settings}
+    for name, value in settings.items():
+        setattr(context, name, value)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            setattr(context, name, value)
+
+
 def _read_shards(paths: list[str], fs: pafs.FileSystem, derive_ids: bool) -> ray.data.Dataset:
     """``read_parquet`` through Ray Data's V1 Parquet reader, whose read tasks honour
     ``num_cpus``; V2 adds a file-listing task that takes a whole CPU, which deadlocks a
     small node once the model actors hold their CPUs."""
-    context = ray.data.DataContext.get_current()
-    use_v2, context.use_datasource_v2 = context.use_datasource_v2, False
-    try:
+    with _data_context(use_datasource_v2=False):
         return ray.data.read_parquet(
             paths,
             filesystem=fs,
@@ -164,8 +176,6 @@ def _read_shards(paths: list[str], fs: pafs.FileSystem, derive_ids: bool) -> ray
             # done for a resume) while later ones are still scoring.
             override_num_blocks=len(paths),
         )
-    finally:
-        context.use_datasource_v2 = use_v2
 
 
 def output_columns(config: ScanConfig) -> list[str]:
@@ -178,18 +188,6 @@ def output_columns(config: ScanConfig) -> list[str]:
         *score_column_names(scoring.k_percentages, scoring.ablation_k_percentages),
         *baseline_columns(config.baselines),
     ]
-
-
-@contextmanager
-def _block_size(block_bytes: int) -> Iterator[None]:
-    """Ray Data's target block size for the datasets built inside the block, restored after."""
-    context = ray.data.DataContext.get_current()
-    previous = context.target_max_block_size
-    context.target_max_block_size = block_bytes
-    try:
-        yield
-    finally:
-        context.target_max_block_size = previous
 
 
 def _write_scores(
@@ -293,7 +291,7 @@ def run_scoring(config: ScanConfig) -> RunSummary:
 
     ensure_ray(config)
     started = time.perf_counter()
-    with _block_size(config.ray.block_bytes):
+    with _data_context(target_max_block_size=config.ray.block_bytes):
         _write_scores(config, shards, finished, fs, output)
     seconds = time.perf_counter() - started
 
