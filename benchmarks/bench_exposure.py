@@ -18,9 +18,9 @@ from pathlib import Path
 import polars as pl
 import torch
 
-from pipeline.cli import main as minkscan
-from pipeline.config import ModelConfig
-from pipeline.models.loading import load_model
+from minkscan.cli import main as minkscan
+from minkscan.config import ModelConfig
+from minkscan.models.loading import load_model
 
 
 def fine_tune(name: str, texts: list[str], directory: Path, lr: float, batch: int) -> None:

@@ -39,10 +39,10 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from pipeline.config import ScoringConfig
-from pipeline.models.loading import LoadedModel
-from pipeline.scorer import PROBE_TEXT, DocumentScorer
-from pipeline.text.tokenize import EncodedDocument
+from minkscan.config import ScoringConfig
+from minkscan.models.loading import LoadedModel
+from minkscan.scorer import PROBE_TEXT, DocumentScorer
+from minkscan.text.tokenize import EncodedDocument
 
 K_PERCENTAGES = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
 

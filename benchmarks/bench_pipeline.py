@@ -15,9 +15,9 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline import score_texts
-from pipeline.config import ModelConfig
-from pipeline.models.loading import load_model
+from minkscan import score_texts
+from minkscan.config import ModelConfig
+from minkscan.models.loading import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "wikimia24"

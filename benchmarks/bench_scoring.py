@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "wikimia24" / "length64.parquet"
-SAMPLE = ROOT / "pipeline" / "data" / "sample.parquet"
+SAMPLE = ROOT / "pipeline" / "minkscan" / "data" / "sample.parquet"
 K_RATIOS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
 
 
@@ -109,10 +109,10 @@ def prepare(
     model_name: str, dtype: str, batch: int, tokens: int
 ) -> dict[str, Callable[[], object]]:
     """Load the model once and return a zero-argument call for each variant."""
-    from pipeline.config import ModelConfig, ScoringConfig
-    from pipeline.models.loading import load_model
-    from pipeline.scorer import DocumentScorer
-    from pipeline.text.tokenize import EncodedDocument
+    from minkscan.config import ModelConfig, ScoringConfig
+    from minkscan.models.loading import load_model
+    from minkscan.scorer import DocumentScorer
+    from minkscan.text.tokenize import EncodedDocument
 
     loaded = load_model(ModelConfig(name=model_name, dtype=dtype, device="cpu"))
     docs = documents(loaded.tokenizer, batch, tokens)

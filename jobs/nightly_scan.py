@@ -14,11 +14,11 @@ import logging
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipeline"))
 
-from pipeline.calibration import load_calibration  # noqa: E402
-from pipeline.config import ConfigError, load_config  # noqa: E402
-from pipeline.reporting.nightly import nightly_scan  # noqa: E402
+from minkscan.calibration import load_calibration  # noqa: E402
+from minkscan.config import ConfigError, load_config  # noqa: E402
+from minkscan.reporting.nightly import nightly_scan  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
 import torch
+from minkscan.models.loading import LoadedModel
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import (
     Gemma3ForCausalLM,
@@ -21,8 +22,6 @@ from transformers import (
     LlamaForCausalLM,
     PreTrainedTokenizerFast,
 )
-
-from pipeline.models.loading import LoadedModel
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,7 +39,7 @@ SHARED_DATA = shared_data_dir()
 WIKIMIA32 = SHARED_DATA / "wikimia24" / "length32.parquet"
 WIKIMIA64 = SHARED_DATA / "wikimia24" / "length64.parquet"
 # The first 64 rows of length32.parquet (id, text), shipped with the package.
-SAMPLE = REPO / "pipeline" / "data" / "sample.parquet"
+SAMPLE = REPO / "pipeline" / "minkscan" / "data" / "sample.parquet"
 
 TRAINING_TEXT = [
     "The quick brown fox jumps over the lazy dog.",
@@ -131,8 +130,8 @@ def tiny_llama() -> LoadedModel:
 @pytest.fixture(scope="session")
 def smollm2() -> LoadedModel:
     """The real bundled SmolLM2-135M (float32, CPU), loaded once per test session."""
-    from pipeline.config import ModelConfig
-    from pipeline.models.loading import load_model
+    from minkscan.config import ModelConfig
+    from minkscan.models.loading import load_model
 
     return load_model(ModelConfig(name="smollm2-135m", device="cpu"))
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import zlib
 
 import torch
-
-from pipeline.models.loading import LoadedModel
+from minkscan.models.loading import LoadedModel
 
 
 def naive_token_scores(loaded: LoadedModel, input_ids: list[int]) -> dict[str, torch.Tensor]:

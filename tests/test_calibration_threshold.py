@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-
-from pipeline.calibration import calibrate, load_calibration
+from minkscan.calibration import calibrate, load_calibration
 
 N = 2000
 

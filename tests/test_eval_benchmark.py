@@ -7,9 +7,9 @@ import json
 import polars as pl
 import pytest
 import ray
+from minkscan.cli import main
+from minkscan.evaluation.tables import metric_table, to_markdown
 
-from pipeline.cli import main
-from pipeline.evaluation.tables import metric_table, to_markdown
 from tests.conftest import TRAINING_TEXT
 
 

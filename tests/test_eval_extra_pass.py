@@ -6,10 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
-from transformers import BertConfig, BertForMaskedLM, BertTokenizer
-
-from pipeline.config import ScoringConfig
-from pipeline.evaluation.extra_pass import (
+from minkscan.config import ScoringConfig
+from minkscan.evaluation.extra_pass import (
     MaskedLM,
     document_rng,
     load_masked_lm,
@@ -20,8 +18,10 @@ from pipeline.evaluation.extra_pass import (
     propose_replacements,
     reference_scores,
 )
-from pipeline.scorer import DocumentScorer
-from pipeline.text.tokenize import EncodedDocument
+from minkscan.scorer import DocumentScorer
+from minkscan.text.tokenize import EncodedDocument
+from transformers import BertConfig, BertForMaskedLM, BertTokenizer
+
 from tests.conftest import TRAINING_TEXT, build_tiny_model
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import polars as pl
 import pytest
 import torch
+from minkscan.config import ScoringConfig
+from minkscan.evaluation.online import chunk_scores, label_chunks, online_setting
+from minkscan.models.forward import batch_token_stats
+from minkscan.scorer import DocumentScorer
+from minkscan.scoring.aggregate import document_scores
 
-from pipeline.config import ScoringConfig
-from pipeline.evaluation.online import chunk_scores, label_chunks, online_setting
-from pipeline.models.forward import batch_token_stats
-from pipeline.scorer import DocumentScorer
-from pipeline.scoring.aggregate import document_scores
 from tests.conftest import TRAINING_TEXT
 
 LONG_TEXT = " ".join(TRAINING_TEXT)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from minkscan.config import ScoringConfig
+from minkscan.scorer import DocumentScorer, score_texts
+from minkscan.scoring.token_stats import TokenStats
+from minkscan.scoring.windows import concat_token_stats, plan_windows, select_positions
 from naive_reference import naive_scores_of_tokens, naive_token_scores
 
-from pipeline.config import ScoringConfig
-from pipeline.scorer import DocumentScorer, score_texts
-from pipeline.scoring.token_stats import TokenStats
-from pipeline.scoring.windows import concat_token_stats, plan_windows, select_positions
 from tests.conftest import TRAINING_TEXT
 
 LONG_TEXTS = [" ".join(TRAINING_TEXT[:3]), " ".join(TRAINING_TEXT[3:])]  # ~150 tokens each

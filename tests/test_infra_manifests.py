@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from pipeline.config import load_config
+from minkscan.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 INFRA = ROOT / "infra"

@@ -8,12 +8,11 @@ import torch
 
 pytest.importorskip("triton", reason="triton not installed (pip install -e '.[test]')")
 
+import minkscan.models.forward as forward  # noqa: E402
 from conftest import build_tiny_model  # noqa: E402
-
-import pipeline.models.forward as forward  # noqa: E402
-from pipeline.kernels.fused_head import token_stats_triton  # noqa: E402
-from pipeline.models.forward import PaddedBatch, batch_token_stats, choose_head_path  # noqa: E402
-from pipeline.scoring.token_stats import TokenStats, token_stats_from_hidden  # noqa: E402
+from minkscan.kernels.fused_head import token_stats_triton  # noqa: E402
+from minkscan.models.forward import PaddedBatch, batch_token_stats, choose_head_path  # noqa: E402
+from minkscan.scoring.token_stats import TokenStats, token_stats_from_hidden  # noqa: E402
 
 BLOCKS = {"block_n": 16, "block_v": 128, "block_h": 16}
 

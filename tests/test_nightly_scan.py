@@ -10,10 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 import ray
-
-from pipeline.calibration import calibrate
-from pipeline.config import load_config
-from pipeline.reporting.nightly import MANIFEST_NAME, nightly_scan, plan_changes
+from minkscan.calibration import calibrate
+from minkscan.config import load_config
+from minkscan.reporting.nightly import MANIFEST_NAME, nightly_scan, plan_changes
 
 TEXTS = [f"Document number {i} talks about topic {i % 3} in a few plain words." for i in range(6)]
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 import ray
+from minkscan.config import build_config
+from minkscan.distributed.runner import run_scoring
+from minkscan.evaluation.extra_pass import lowercase_scores, neighbor_scores, reference_scores
+from minkscan.models.loading import load_model
+from minkscan.scorer import DocumentScorer
 
-from pipeline.config import build_config
-from pipeline.distributed import run_scoring
-from pipeline.evaluation.extra_pass import lowercase_scores, neighbor_scores, reference_scores
-from pipeline.models.loading import load_model
-from pipeline.scorer import DocumentScorer
 from tests.conftest import TRAINING_TEXT
 
 TEXTS = [*TRAINING_TEXT[:4], "", "A", None, " ".join(TRAINING_TEXT[4:])]

@@ -19,11 +19,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 import ray
+from minkscan.config import build_config
+from minkscan.distributed.runner import run_scoring
+from minkscan.io.outputs import read_columns
 from ray.cluster_utils import Cluster
-
-from pipeline.config import build_config
-from pipeline.distributed import run_scoring
-from pipeline.io.outputs import read_columns
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -11,16 +11,18 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
 import ray
-
-from pipeline.cli import main
-from pipeline.config import ScanConfig, build_config
-from pipeline.distributed import run_scoring, runner
-from pipeline.distributed.stages import ScoreStage
-from pipeline.io.paths import ShardError
-from pipeline.models.loading import load_model
-from pipeline.scorer import DocumentScorer
+from minkscan.cli import main
+from minkscan.config import ScanConfig, build_config
+from minkscan.distributed import runner
+from minkscan.distributed.runner import run_scoring
+from minkscan.distributed.stages import ScoreStage
+from minkscan.io.scores import ScoreOutput
+from minkscan.io.sources import ShardError
+from minkscan.models.loading import load_model
+from minkscan.scorer import DocumentScorer
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -48,12 +50,14 @@ def make_config(model_dir: Path, inputs: list[str], output: Path, **overrides) -
         "data.output": str(output),
         "ray.cpus_per_actor": 1.0,
         "ray.tokenize_batch_size": 4,
+        "data.check_ids": False,
     }
     return build_config({}, base | overrides)
 
 
 def read_scores(output: Path) -> pl.DataFrame:
-    return pl.read_parquet(str(output / "*.parquet")).sort("id")
+    """The output as every user-facing command reads it."""
+    return pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(output)).read()).sort("id")
 
 
 def write_shards(directory: Path, texts: list, per_shard: int, with_ids: bool = True) -> None:
@@ -78,7 +82,7 @@ def test_every_row_scored_once_with_in_process_scores_and_statuses(tiny_llama_di
         pl.Series("id", [f"doc-{i:05d}" for i in range(len(TEXTS))])
     )
     assert scores["id"].to_list() == expected["id"].to_list()
-    assert scores.columns == ["id", "n_tokens", "status", *scorer.columns]
+    assert scores.columns == ["id", "source", "row", "n_tokens", "status", *scorer.columns]
     assert scores["status"].to_list() == expected["status"].to_list()
     assert scores["status"].to_list().count("empty") == 2
     for column in scorer.columns:
@@ -104,7 +108,12 @@ def test_a_single_shard_is_cut_into_blocks_that_several_scoring_actors_share(
         tiny_llama_dir,
         [str(tmp_path / "in")],
         tmp_path / "out",
-        **{"ray.num_actors": 2, "ray.cpus_per_actor": 0.5, "ray.block_bytes": 1024},
+        **{
+            "ray.num_actors": 2,
+            "ray.cpus_per_actor": 0.5,
+            "ray.block_bytes": 1024,
+            "data.commit_rows": 4,
+        },
     )
     summary = run_scoring(config)
 
@@ -112,8 +121,8 @@ def test_a_single_shard_is_cut_into_blocks_that_several_scoring_actors_share(
     assert sorted(read_scores(tmp_path / "out")["id"].to_list()) == [
         f"doc-{i:05d}" for i in range(len(texts))
     ]
-    # One score shard per block that reached the actors: many, though the input is one file.
-    assert len(list((tmp_path / "out").glob("*.parquet"))) > 2
+    # Several commits of one input piece, though the input is one file.
+    assert len(list((tmp_path / "out").glob("part-*.parquet"))) > 2
     assert ray.data.DataContext.get_current().target_max_block_size != 1024
 
 
@@ -122,17 +131,16 @@ def test_ids_are_derived_from_file_and_row_when_the_input_has_none(tiny_llama_di
     run_scoring(make_config(tiny_llama_dir, [str(tmp_path / "in" / "*.parquet")], tmp_path / "o"))
 
     ids = read_scores(tmp_path / "o")["id"].to_list()
-    shard0, shard1 = (str((tmp_path / "in" / f"shard-00{i}.parquet").resolve()) for i in (0, 1))
-    assert sorted(ids) == sorted(
-        [f"{shard0}:{row}" for row in range(3)] + [f"{shard1}:{row}" for row in range(2)]
-    )
+    # Relative to the input root (the glob's directory): moving the data keeps every id.
+    assert ids == [f"shard-000.parquet:{row}" for row in range(3)] + [
+        f"shard-001.parquet:{row}" for row in range(2)
+    ]
 
 
-def test_rerun_scores_only_ids_missing_from_the_output(tiny_llama_dir, tmp_path):
+def test_rerun_scores_only_pieces_missing_from_the_output(tiny_llama_dir, tmp_path):
     write_shards(tmp_path / "in", TEXTS, per_shard=3)
     first = tmp_path / "in" / "shard-000.parquet"
     run_scoring(make_config(tiny_llama_dir, [str(first)], tmp_path / "out"))
-    (tmp_path / "out" / "broken.parquet").write_bytes(b"PAR1 half-written shard")
 
     summary = run_scoring(make_config(tiny_llama_dir, [str(tmp_path / "in")], tmp_path / "out"))
 
@@ -152,7 +160,7 @@ def test_unreadable_shard_fails_with_its_path_or_is_skipped_and_listed(tiny_llam
         tiny_llama_dir, [str(tmp_path / "in")], tmp_path / "out", **{"data.skip_bad_shards": True}
     )
     summary = run_scoring(config)
-    assert list(summary.skipped_shards) == [str(bad)]
+    assert list(summary.skipped_shards) == [str(bad.resolve())]
     assert read_scores(tmp_path / "out")["id"].to_list() == ["doc-00000", "doc-00001"]
 
 
@@ -180,8 +188,8 @@ def test_killed_scoring_actor_is_replaced_and_its_batches_retried(
         so that batch's result is lost mid-job. Defined here so cloudpickle ships it to the
         actor by value; the pid log records which process returned each batch."""
 
-        def __init__(self, *args) -> None:
-            super().__init__(*args)
+        def __init__(self, **kwargs) -> None:
+            super().__init__(**kwargs)
             self.batches = 0
 
         def __call__(self, batch: pa.Table) -> pa.Table:
@@ -270,7 +278,7 @@ def test_minkscan_score_reads_and_writes_s3(tiny_llama_dir, tmp_path, s3_server,
     assert "scored 4 documents" in capsys.readouterr().out
 
     keys = [o["Key"] for o in client.list_objects_v2(Bucket="corpus")["Contents"]]
-    shards = [k for k in keys if k.startswith("scores/run1/") and k.endswith(".parquet")]
+    shards = [k for k in keys if k.startswith("scores/run1/part-") and k.endswith(".parquet")]
     assert "scores/run1/_manifest.json" in keys and shards
     frames = []
     for key in shards:
@@ -278,10 +286,10 @@ def test_minkscan_score_reads_and_writes_s3(tiny_llama_dir, tmp_path, s3_server,
         frames.append(pl.read_parquet(tmp_path / "score.parquet"))
     ids = sorted(pl.concat(frames)["id"].to_list())
     assert ids == [
-        "corpus/raw/shard-000.parquet:0",
-        "corpus/raw/shard-000.parquet:1",
-        "corpus/raw/shard-001.parquet:0",
-        "corpus/raw/shard-001.parquet:1",
+        "shard-000.parquet:0",
+        "shard-000.parquet:1",
+        "shard-001.parquet:0",
+        "shard-001.parquet:1",
     ]
     manifest = client.get_object(Bucket="corpus", Key="scores/run1/_manifest.json")
     assert json.loads(manifest["Body"].read())["config"]["data"]["s3"]["secret_access_key"] == "***"

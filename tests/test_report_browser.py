@@ -9,9 +9,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-
-from pipeline.calibration import calibrate
-from pipeline.reporting import build_report, write_report
+from minkscan.calibration import calibrate
+from minkscan.reporting import build_report, write_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(

@@ -9,10 +9,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-
-from pipeline.calibration import calibrate, scan_scores
-from pipeline.cli import main
-from pipeline.reporting import build_report, write_report
+from minkscan.calibration import calibrate, scan_scores
+from minkscan.cli import main
+from minkscan.reporting import build_report, write_report
 
 SCRIPT_TEXT = "<script>alert('x')</script> suspicious"
 

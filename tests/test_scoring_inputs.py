@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 from conftest import build_tiny_model
-
-from pipeline import score_texts
-from pipeline.config import ConfigError, build_config
-from pipeline.models.loading import LoadedModel
-from pipeline.scoring.aggregate import score_column_names
+from minkscan import score_texts
+from minkscan.config import ConfigError, build_config
+from minkscan.models.loading import LoadedModel
+from minkscan.scoring.aggregate import score_column_names
 
 
 def test_each_bad_row_gets_a_status_and_null_scores_while_good_rows_are_scored(

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-
-from pipeline.models.forward import PaddedBatch, batch_token_stats, find_linear_head
-from pipeline.models.loading import LoadedModel
-from pipeline.scoring.aggregate import document_scores, lowest_k_means
-from pipeline.scoring.token_stats import (
+from minkscan.models.forward import PaddedBatch, batch_token_stats, find_linear_head
+from minkscan.models.loading import LoadedModel
+from minkscan.scoring.aggregate import document_scores, lowest_k_means
+from minkscan.scoring.token_stats import (
     TokenStats,
     token_stats_from_hidden,
     token_stats_from_logits,
 )
+from torch.utils._python_dispatch import TorchDispatchMode
 
 
 def float64_stats(logits: torch.Tensor, targets: torch.Tensor) -> TokenStats:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from minkscan.config import ScoringConfig
+from minkscan.models.loading import LoadedModel
+from minkscan.scorer import DocumentScorer
 from naive_reference import naive_document_scores
-
-from pipeline.config import ScoringConfig
-from pipeline.models.loading import LoadedModel
-from pipeline.scorer import DocumentScorer
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",

@@ -7,11 +7,10 @@ import math
 import polars as pl
 import pytest
 from conftest import SAMPLE, WIKIMIA32
+from minkscan import score_texts
+from minkscan.config import ModelConfig
+from minkscan.models.loading import LoadedModel, default_cache_dir, load_model
 from naive_reference import naive_document_scores
-
-from pipeline import score_texts
-from pipeline.config import ModelConfig
-from pipeline.models.loading import LoadedModel, default_cache_dir, load_model
 
 
 @pytest.fixture(scope="module")

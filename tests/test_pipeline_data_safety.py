@@ -1,0 +1,200 @@
+"""Dirty corpora through `minkscan score`: no bad row, shard, id or output directory ever
+costs another row, another shard or a file minkscan did not write."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+import ray
+from minkscan.cli import main
+from minkscan.io.scores import ScoreOutput
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def score(model_dir: Path, inputs: Path | str, output: Path, *extra: str) -> int:
+    return main(
+        ["score", "--input", str(inputs), "--output", str(output), "--model", str(model_dir),
+         "--set", "data.check_ids=false", *extra]  # fmt: skip
+    )
+
+
+def scores(output: Path) -> pl.DataFrame:
+    return pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(output)).read()).sort("id")
+
+
+def test_an_output_directory_holding_other_files_is_refused_and_left_untouched(
+    tiny_llama_dir, tmp_path, capsys
+):
+    pl.DataFrame({"id": ["a"], "text": ["Some text here."]}).write_parquet(tmp_path / "in.parquet")
+    output = tmp_path / "mine"
+    output.mkdir()
+    (output / "a.parquet").write_bytes(b"the user's own file")
+
+    assert score(tiny_llama_dir, tmp_path / "in.parquet", output) == 2
+
+    assert "holds files minkscan did not write (a.parquet)" in capsys.readouterr().err
+    assert (output / "a.parquet").read_bytes() == b"the user's own file"
+    assert sorted(p.name for p in output.iterdir()) == ["a.parquet"]
+
+
+def test_an_output_that_is_a_file_fails_before_any_work(tiny_llama_dir, tmp_path, capsys):
+    pl.DataFrame({"text": ["Some text here."]}).write_parquet(tmp_path / "in.parquet")
+    (tmp_path / "out").write_text("keep me")
+
+    assert score(tiny_llama_dir, tmp_path / "in.parquet", tmp_path / "out") == 2
+
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a file" in err
+    assert (tmp_path / "out").read_text() == "keep me"
+
+
+def test_undecodable_and_nul_only_rows_get_a_status_and_cost_no_other_row(
+    tiny_llama_dir, tmp_path
+):
+    texts = [b"A good first row of text.", b"\xff\xfe broken bytes", b"\x00\x00", b"Another row."]
+    table = pa.table({"text": pa.array(texts, pa.binary()).cast(pa.string(), safe=False)})
+    pq.write_table(table, tmp_path / "dirty.parquet")
+
+    assert score(tiny_llama_dir, tmp_path / "dirty.parquet", tmp_path / "out") == 0
+
+    result = scores(tmp_path / "out")
+    assert result["status"].to_list() == ["ok", "bad_encoding", "empty", "ok"]
+    assert result["loss"].is_null().to_list() == [False, True, True, False]
+
+
+def test_a_shard_with_corrupt_pages_is_skipped_whole_and_listed_or_fails_naming_it(
+    tiny_llama_dir, tmp_path, capsys
+):
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    good = [f"Good document number {i}." for i in range(4)]
+    pl.DataFrame({"text": good}).write_parquet(inputs / "good.parquet")
+    bad = inputs / "bad.parquet"
+    # Two row groups: the first readable, the second not, so a half-written shard is possible.
+    pq.write_table(pa.table({"text": ["x " * 50] * 6}), bad, row_group_size=3, compression="none")
+    raw = bytearray(bad.read_bytes())
+    second = pq.ParquetFile(bad).metadata.row_group(1).column(0).data_page_offset
+    raw[second : second + 32] = b"\xde\xad\xbe\xef" * 8
+    bad.write_bytes(bytes(raw))
+    pq.read_metadata(bad)  # the footer is intact: only reading the pages fails
+
+    assert score(tiny_llama_dir, inputs, tmp_path / "out", "--set", "data.piece_rows=3") == 1
+    assert "bad.parquet" in capsys.readouterr().err
+
+    code = score(
+        tiny_llama_dir, inputs, tmp_path / "out2", "--skip-bad-shards",
+        "--set", "data.piece_rows=3",
+    )  # fmt: skip
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "skipped shards: 1" in out and "bad.parquet" in out
+    assert scores(tmp_path / "out2")["source"].unique().to_list() == ["good.parquet"]
+    manifest = json.loads((tmp_path / "out2" / "_manifest.json").read_text())
+    assert list(manifest["summary"]["skipped_shards"]) == [str(bad.resolve())]
+
+
+def test_shards_whose_id_and_text_types_differ_are_unified(tiny_llama_dir, tmp_path):
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    pl.DataFrame({"id": ["a", "b"], "text": ["First text.", "Second text."]}).write_parquet(
+        inputs / "strings.parquet"
+    )
+    pl.DataFrame({"id": [1, 2], "text": [10, 20]}).write_parquet(inputs / "ints.parquet")
+
+    assert score(tiny_llama_dir, inputs, tmp_path / "out") == 0
+
+    result = scores(tmp_path / "out")
+    assert result["id"].to_list() == ["1", "2", "a", "b"]
+    assert result["status"].to_list() == ["not_text", "not_text", "ok", "ok"]
+
+
+def test_repeated_and_null_ids_are_scored_once_each_reported_and_refusable(
+    tiny_llama_dir, tmp_path, capsys
+):
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    pl.DataFrame({"id": ["a", "a", None], "text": ["One.", "Two.", "Three."]}).write_parquet(
+        inputs / "1.parquet"
+    )
+    pl.DataFrame({"id": ["a", "b"], "text": ["Four.", "Five."]}).write_parquet(
+        inputs / "2.parquet"
+    )
+    base = ["--set", "data.check_ids=true"]
+
+    assert score(tiny_llama_dir, inputs, tmp_path / "refused", *base, "--require-unique-ids") == 2
+    assert "1 repeated ids (2 extra rows; e.g. a), 1 rows without an id" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()
+
+    assert score(tiny_llama_dir, inputs, tmp_path / "out", *base) == 0
+    assert "ids: 1 repeated ids (2 extra rows; e.g. a), 1 rows without an id" in (
+        capsys.readouterr().out
+    )
+    result = scores(tmp_path / "out")
+    assert sorted(zip(result["source"], result["row"], strict=True)) == [
+        ("1.parquet", 0), ("1.parquet", 1), ("1.parquet", 2), ("2.parquet", 0), ("2.parquet", 1)
+    ]  # fmt: skip
+    manifest = json.loads((tmp_path / "out" / "_manifest.json").read_text())
+    assert manifest["summary"]["ids"]["repeated_ids"] == 1
+    assert manifest["summary"]["ids"]["null_ids"] == 1
+    # A resume counts pieces, not ids: the repeated "a" in 2.parquet is not taken as done.
+    assert score(tiny_llama_dir, inputs, tmp_path / "out", *base) == 0
+    assert "scored 0 documents" in capsys.readouterr().out
+    assert scores(tmp_path / "out").height == 5
+
+
+def test_a_partly_committed_piece_is_completed_with_only_its_missing_rows(
+    tiny_llama_dir, tmp_path, capsys
+):
+    texts = [f"Row {i} of a piece that was cut short." for i in range(8)]
+    pl.DataFrame({"text": texts}).write_parquet(tmp_path / "in.parquet")
+    assert score(tiny_llama_dir, tmp_path / "in.parquet", tmp_path / "out") == 0
+    clean = scores(tmp_path / "out")
+    # What a kill between two commits of one piece leaves: rows 0-3 committed, 4-7 not.
+    output = ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out"))
+    (part,) = output.parts()
+    table = pq.read_table(part.path)
+    output.delete_parts([part])
+    output.write_part(table.slice(0, 4), part.piece, 0)
+    assert scores(tmp_path / "out").height == 0  # readers see complete pieces only
+    capsys.readouterr()
+
+    assert score(tiny_llama_dir, tmp_path / "in.parquet", tmp_path / "out") == 0
+
+    assert "scored 4 documents" in capsys.readouterr().out
+    resumed = scores(tmp_path / "out")
+    assert resumed["row"].to_list() == list(range(8))
+    assert resumed["loss"].to_list() == pytest.approx(clean["loss"].to_list(), abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "ray.num_actors=3", "--set", "ray.max_actors=2"], "'ray': "),
+        (["--model", "/nonexistent/model"], "bundled models: smollm2-135m, gemma3-270m"),
+        (["--set", "data.no_such_key=1"], "unknown key 'data.no_such_key'"),
+    ],
+)
+def test_config_and_model_mistakes_fail_in_one_line_before_ray_work(
+    tiny_llama_dir, tmp_path, capsys, args, message
+):
+    pl.DataFrame({"text": ["Some text."]}).write_parquet(tmp_path / "in.parquet")
+    code = main(
+        ["score", "--input", str(tmp_path / "in.parquet"), "--output", str(tmp_path / "out"),
+         "--model", str(tiny_llama_dir), *args]  # fmt: skip
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()
