@@ -17,7 +17,6 @@ from pathlib import Path
 
 import polars as pl
 import torch
-
 from minkscan.cli import main as minkscan
 from minkscan.config import ModelConfig
 from minkscan.models.loading import load_model
@@ -86,7 +85,8 @@ def main() -> None:
         print(f"\n# {label}: {model}\n", flush=True)
         output_dir = str(args.out / label.split()[0])
         minkscan(
-            ["benchmark", "--data", str(data), "--model", model, "--output-dir", output_dir, *extra]
+            ["benchmark", "--input", str(data), "--model", model, "--output", output_dir,
+             "--lowercase", *extra]  # fmt: skip
         )
 
 

@@ -29,6 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from minkscan.config import ScoringConfig
+from minkscan.models.loading import LoadedModel
+from minkscan.scorer import PROBE_TEXT, DocumentScorer
+from minkscan.text.tokenize import EncodedDocument
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (
     Gemma3ForCausalLM,
@@ -38,11 +42,6 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerFast,
 )
-
-from minkscan.config import ScoringConfig
-from minkscan.models.loading import LoadedModel
-from minkscan.scorer import PROBE_TEXT, DocumentScorer
-from minkscan.text.tokenize import EncodedDocument
 
 K_PERCENTAGES = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
 

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import polars as pl
-
 from minkscan import score_texts
 from minkscan.config import ModelConfig
 from minkscan.models.loading import load_model

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import urllib.request
 from pathlib import Path
 
 # Triton kernels run on CPU through Triton's interpreter in tests. It is read when triton is
@@ -91,23 +93,43 @@ def build_tiny_model(kind: str, seed: int = 0, vocab_size: int = 300) -> LoadedM
     torch.manual_seed(seed)
     if kind == "gpt2":
         config = GPT2Config(
-            vocab_size=vocab, n_positions=512, n_embd=32, n_layer=2, n_head=2,
-            initializer_range=0.2, **special,
+            vocab_size=vocab,
+            n_positions=512,
+            n_embd=32,
+            n_layer=2,
+            n_head=2,
+            initializer_range=0.2,
+            **special,
         )
         model = GPT2LMHeadModel(config)
     elif kind == "llama":
         config = LlamaConfig(
-            vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-            tie_word_embeddings=False, initializer_range=0.2, **special,
+            vocab_size=vocab,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=512,
+            tie_word_embeddings=False,
+            initializer_range=0.2,
+            **special,
         )
         model = LlamaForCausalLM(config)
     elif kind == "gemma3":
         config = Gemma3TextConfig(
-            vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-            max_position_embeddings=512, sliding_window=16, final_logit_softcapping=5.0,
-            initializer_range=0.2, **special,
+            vocab_size=vocab,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            max_position_embeddings=512,
+            sliding_window=16,
+            final_logit_softcapping=5.0,
+            initializer_range=0.2,
+            **special,
         )
         model = Gemma3ForCausalLM(config)
     else:
@@ -155,3 +177,29 @@ def tiny_gpt2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     loaded.model.save_pretrained(directory)
     loaded.tokenizer.save_pretrained(directory)
     return directory
+
+
+@pytest.fixture
+def s3_server():
+    """moto's S3 server on loopback (as s3fs's own tests run it), with a fresh bucket."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    # moto keeps its buckets per process, across servers: start every test from none.
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"))
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+    client.create_bucket(Bucket="corpus")
+    yield endpoint, client
+    server.stop()

@@ -62,12 +62,13 @@ def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_window
         pl.DataFrame({"text": texts, "label": [0, 1] * (len(texts) // 2)}).write_parquet(path)
         paths.append(str(path))
     out, work = tmp_path / "out", tmp_path / "work"
-    args = ["benchmark", "--data", *paths, "--neighbors", "2", "--model", str(tiny_llama_dir)]
+    args = ["benchmark", "--input", *paths, "--neighbors", "2", "--model", str(tiny_llama_dir)]
+    args += ["--lowercase"]
     args += ["--ref-model", str(tiny_gpt2_dir), "--max-tokens", "24", "--window-stride", "16"]
-    code = main([*args, "--output-dir", str(out), "--work-dir", str(work)])
+    code = main([*args, "--output", str(out), "--work-dir", str(work)])
     assert code == 0
     assert "Min-K%++" in capsys.readouterr().out
-    assert list((work / "scores").glob("*.parquet"))  # scored by run_scoring's shards
+    assert list((work / "scores").glob("part-*.parquet"))  # scored by run_scoring's shards
     tables = json.loads((out / "tables.json").read_text())
     assert [row["method"] for row in tables["main"]] == [
         "Loss",
@@ -101,19 +102,19 @@ def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_window
         assert pl.read_csv(out / f"{name}.csv").height == len(tables[name])
 
 
-def test_benchmark_rejects_data_without_labels(tiny_llama_dir, tmp_path) -> None:
+def test_benchmark_rejects_data_without_labels_in_one_line(tiny_llama_dir, tmp_path, capsys):
     path = tmp_path / "unlabelled.parquet"
     pl.DataFrame({"text": ["a b c"]}).write_parquet(path)
-    with pytest.raises(ValueError, match="label"):
-        main(["benchmark", "--data", str(path), "--model", str(tiny_llama_dir)])
+    assert main(["benchmark", "--input", str(path), "--model", str(tiny_llama_dir)]) == 2
+    assert "missing column(s) ['label']" in capsys.readouterr().err
 
 
 def test_online_benchmark_reports_chunk_level_tables(tiny_llama_dir, tmp_path) -> None:
     path = tmp_path / "labelled.parquet"
     pl.DataFrame({"text": TRAINING_TEXT, "label": [0, 1] * 3}).write_parquet(path)
     out = tmp_path / "online"
-    args = ["benchmark", "--online", "--chunk-tokens", "4", "--data", str(path)]
-    assert main([*args, "--model", str(tiny_llama_dir), "--output-dir", str(out)]) == 0
+    args = ["benchmark", "--online", "--chunk-tokens", "4", "--input", str(path)]
+    assert main([*args, "--model", str(tiny_llama_dir), "--output", str(out)]) == 0
     tables = json.loads((out / "tables.json").read_text())
     assert {"auroc_online", "tpr@0.05fpr_online"} <= set(tables["main"][0])
     chunks = pl.read_parquet(out / "scores.parquet")

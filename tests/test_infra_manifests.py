@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 from pathlib import Path
 
@@ -53,3 +54,20 @@ def test_rayjob_entry_point_is_the_score_job_with_a_one_gpu_per_actor_config() -
     script, flag, config_path = job["spec"]["entrypoint"].split()[1:4]
     assert script == "jobs/score.py" and flag == "--config"
     assert load_config(ROOT / config_path).ray.gpus_per_actor == 1
+
+
+def test_every_ray_pin_is_the_tested_ray_version() -> None:
+    """pyproject's floor, the image's base tag and every manifest's rayVersion agree, and are
+    the Ray this suite runs on: the shipped cluster setup runs the code as tested."""
+    floor = re.search(r'"ray\[[^\]]*\]>=([\d.]+)"', (ROOT / "pyproject.toml").read_text())
+    base = re.search(r"rayproject/ray:([\d.]+)-", (INFRA / "Dockerfile").read_text())
+    assert floor and base
+    pins = {"pyproject": floor.group(1) + ".0", "Dockerfile": base.group(1)}
+    for manifest in MANIFESTS:
+        for document in yaml.safe_load_all(manifest.read_text()):
+            spec = (document or {}).get("spec", {})
+            for holder in (spec, spec.get("rayClusterSpec", {})):
+                if "rayVersion" in holder:
+                    pins[manifest.name] = holder["rayVersion"]
+    assert len(pins) >= 4
+    assert set(pins.values()) == {importlib.metadata.version("ray")}, pins

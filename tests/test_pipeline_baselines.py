@@ -7,11 +7,13 @@ import json
 from pathlib import Path
 
 import polars as pl
+import pyarrow.fs as pafs
 import pytest
 import ray
 from minkscan.config import build_config
 from minkscan.distributed.runner import run_scoring
 from minkscan.evaluation.extra_pass import lowercase_scores, neighbor_scores, reference_scores
+from minkscan.io.scores import OutputError, ScoreOutput
 from minkscan.models.loading import load_model
 from minkscan.scorer import DocumentScorer
 
@@ -59,11 +61,19 @@ def test_baseline_stages_match_the_in_process_functions(tiny_llama_dir, tiny_gpt
     summary = run_scoring(config)
 
     assert summary.documents == len(TEXTS)
-    scores = pl.read_parquet(str(tmp_path / "out" / "*.parquet")).sort("id")
+    scores = pl.read_parquet(str(tmp_path / "out" / "part-*.parquet")).sort("id")
     assert scores["id"].to_list() == IDS
     target = DocumentScorer(load_model(config.model), config.scoring)
     reference = DocumentScorer(load_model(config.baselines.reference_model), config.scoring)
-    assert scores.columns == ["id", "n_tokens", "status", *target.columns, *BASELINE_COLUMNS]
+    assert scores.columns == [
+        "id",
+        "source",
+        "row",
+        "n_tokens",
+        "status",
+        *target.columns,
+        *BASELINE_COLUMNS,
+    ]
     base = target.score_frame(TEXTS)
     expected = pl.concat(
         [
@@ -106,14 +116,15 @@ def test_resuming_with_other_baselines_fails_before_scoring_and_names_the_column
     tiny_llama_dir, tmp_path
 ):
     pl.DataFrame({"id": IDS[:1], "text": TEXTS[:1]}).write_parquet(tmp_path / "in.parquet")
-    (tmp_path / "out").mkdir()
-    earlier = {"id": ["doc-00"], "n_tokens": [3], "status": ["ok"], "loss": [-1.0]}
-    pl.DataFrame(earlier).write_parquet(tmp_path / "out" / "earlier.parquet")
+    earlier = ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out"))
+    earlier.create(["id", "n_tokens", "status", "loss"], {"piece_rows": 50_000})
     overrides = {
         "model.name": str(tiny_llama_dir),
         "data.input": [str(tmp_path / "in.parquet")],
         "data.output": str(tmp_path / "out"),
         "baselines.lowercase": True,
     }
-    with pytest.raises(ValueError, match=r"columns \['id', 'n_tokens', 'status', 'loss'\]"):
+    with pytest.raises(
+        OutputError, match=r"other columns \(\['id', 'n_tokens', 'status', 'loss'\]"
+    ):
         run_scoring(build_config({}, overrides))

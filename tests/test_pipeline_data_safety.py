@@ -25,8 +25,18 @@ def local_ray():
 
 def score(model_dir: Path, inputs: Path | str, output: Path, *extra: str) -> int:
     return main(
-        ["score", "--input", str(inputs), "--output", str(output), "--model", str(model_dir),
-         "--set", "data.check_ids=false", *extra]  # fmt: skip
+        [
+            "score",
+            "--input",
+            str(inputs),
+            "--output",
+            str(output),
+            "--model",
+            str(model_dir),
+            "--set",
+            "data.check_ids=false",
+            *extra,
+        ]  # fmt: skip
     )
 
 
@@ -60,9 +70,7 @@ def test_an_output_that_is_a_file_fails_before_any_work(tiny_llama_dir, tmp_path
     assert (tmp_path / "out").read_text() == "keep me"
 
 
-def test_undecodable_and_nul_only_rows_get_a_status_and_cost_no_other_row(
-    tiny_llama_dir, tmp_path
-):
+def test_undecodable_and_nul_only_rows_get_a_status_and_cost_no_other_row(tiny_llama_dir, tmp_path):
     texts = [b"A good first row of text.", b"\xff\xfe broken bytes", b"\x00\x00", b"Another row."]
     table = pa.table({"text": pa.array(texts, pa.binary()).cast(pa.string(), safe=False)})
     pq.write_table(table, tmp_path / "dirty.parquet")
@@ -128,9 +136,7 @@ def test_repeated_and_null_ids_are_scored_once_each_reported_and_refusable(
     pl.DataFrame({"id": ["a", "a", None], "text": ["One.", "Two.", "Three."]}).write_parquet(
         inputs / "1.parquet"
     )
-    pl.DataFrame({"id": ["a", "b"], "text": ["Four.", "Five."]}).write_parquet(
-        inputs / "2.parquet"
-    )
+    pl.DataFrame({"id": ["a", "b"], "text": ["Four.", "Five."]}).write_parquet(inputs / "2.parquet")
     base = ["--set", "data.check_ids=true"]
 
     assert score(tiny_llama_dir, inputs, tmp_path / "refused", *base, "--require-unique-ids") == 2
@@ -191,10 +197,35 @@ def test_config_and_model_mistakes_fail_in_one_line_before_ray_work(
 ):
     pl.DataFrame({"text": ["Some text."]}).write_parquet(tmp_path / "in.parquet")
     code = main(
-        ["score", "--input", str(tmp_path / "in.parquet"), "--output", str(tmp_path / "out"),
-         "--model", str(tiny_llama_dir), *args]  # fmt: skip
+        [
+            "score",
+            "--input",
+            str(tmp_path / "in.parquet"),
+            "--output",
+            str(tmp_path / "out"),
+            "--model",
+            str(tiny_llama_dir),
+            *args,
+        ]  # fmt: skip
     )
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1, err
     assert "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_rerun_over_a_complete_output_reads_no_input_row(tiny_llama_dir, tmp_path, capsys):
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"text": ["One text.", "Two texts."]}), path, compression="none")
+    assert score(tiny_llama_dir, path, tmp_path / "out") == 0
+    # Break every data page but keep the footer: only a run that reads rows would notice.
+    raw = bytearray(path.read_bytes())
+    start = pq.ParquetFile(path).metadata.row_group(0).column(0).data_page_offset
+    raw[start : start + 24] = b"\xde\xad\xbe\xef" * 6
+    path.write_bytes(bytes(raw))
+    capsys.readouterr()
+
+    assert score(tiny_llama_dir, path, tmp_path / "out") == 0
+
+    out = capsys.readouterr().out
+    assert "scored 0 documents" in out and "already done: 2" in out

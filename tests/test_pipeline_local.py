@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 from pathlib import Path
 
 import polars as pl
@@ -224,30 +223,6 @@ def test_killed_scoring_actor_is_replaced_and_its_batches_retried(
     assert summary.documents == len(texts)
     ids = read_scores(tmp_path / "out")["id"].to_list()
     assert ids == [f"doc-{i:05d}" for i in range(len(texts))]
-
-
-@pytest.fixture
-def s3_server():
-    """moto's S3 server on loopback (as s3fs's own tests run it), with a fresh bucket."""
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    client = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
-    client.create_bucket(Bucket="corpus")
-    yield endpoint, client
-    server.stop()
 
 
 def test_minkscan_score_reads_and_writes_s3(tiny_llama_dir, tmp_path, s3_server, capsys):

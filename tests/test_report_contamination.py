@@ -118,9 +118,9 @@ def test_cli_calibrates_then_fails_the_gate_only_above_the_bound(
     files: dict[str, Path], tmp_path: Path
 ) -> None:
     cal = tmp_path / "cal.json"
-    assert main(["calibrate", "--scores", str(files["calset"]), "--labels",
+    assert main(["calibrate", "--input", str(files["calset"]), "--labels",
                  str(files["labels"]), "--output", str(cal)]) == 0  # fmt: skip
-    args = ["report", "--scores", str(files["scores"]), "--calibration", str(cal),
+    args = ["report", "--input", str(files["scores"]), "--calibration", str(cal),
             "--group-column", "group", "--output", str(tmp_path / "out")]  # fmt: skip
     assert main([*args, "--fail-above", "0.2"]) == 1
     assert main([*args, "--fail-above", "0.5"]) == 0

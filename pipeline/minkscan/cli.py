@@ -13,6 +13,7 @@ import importlib
 import logging
 import sys
 import traceback
+from importlib.metadata import version
 
 from minkscan.errors import UserError
 
@@ -21,6 +22,7 @@ COMMAND_MODULES = [
     "minkscan.commands.benchmark",
     "minkscan.commands.calibrate",
     "minkscan.commands.report",
+    "minkscan.commands.nightly",
 ]
 
 
@@ -30,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Pre-training data detection (Min-K%++ and baselines) over corpora with Ray.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, tracebacks")
+    parser.add_argument("--version", action="version", version=f"minkscan {version('minkscan')}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)

@@ -187,6 +187,9 @@ class DataConfig(_Section):
         description="Rows per unit of work and completion (whole Parquet row groups): a killed "
         "run loses at most the pieces in flight.",
     )
+    limit: int | None = Field(
+        None, ge=1, description="Score only the first N input rows (a quick trial)."
+    )
     commit_rows: int = Field(
         4096, ge=1, description="Rows per write of score files (several per piece)."
     )

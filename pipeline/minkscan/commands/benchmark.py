@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from minkscan.config import ConfigError, load_config
-from minkscan.evaluation.benchmark import read_labelled, run_benchmark, run_online_benchmark
+from minkscan.commands.common import add_config_arguments, config_from_args
+from minkscan.config import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,8 +15,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="score labelled Parquet (text, label[, id, group]) through the Ray pipeline and "
         "print AUROC / TPR tables",
     )
-    parser.add_argument("--data", nargs="+", required=True, help="labelled Parquet files")
-    parser.add_argument("--model", help="model name or directory (default: config's)")
+    parser.add_argument("--input", nargs="+", required=True, help="labelled Parquet files")
+    parser.add_argument("--output", default="benchmark-out", type=Path, help="tables and scores")
+    add_config_arguments(parser)
+    parser.add_argument("--lowercase", action="store_true", help="add the Lowercase baseline")
     parser.add_argument("--ref-model", help="reference model for the Ref baseline")
     parser.add_argument(
         "--neighbors",
@@ -29,17 +31,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="masked LM (HF id or directory) proposing neighbours; default: the target model",
     )
     parser.add_argument(
-        "--config", help="YAML ScanConfig (its ray section places the pipeline; its baselines "
-        "section adds to the flags)"
-    )
-    parser.add_argument("--output-dir", default="benchmark-out", type=Path)
-    parser.add_argument(
         "--work-dir",
         help="where the pipeline's input and score shards go (default: a temporary local "
         "directory; a multi-node cluster needs shared storage such as s3://bucket/prefix)",
     )
-    parser.add_argument("--address", help="Ray cluster address (default: embedded local Ray)")
-    parser.add_argument("--k", type=int, default=20, help="k%% of the main and ablation tables")
+    parser.add_argument(
+        "--main-k", type=int, default=20, help="k%% of the main and ablation tables"
+    )
     parser.add_argument("--max-tokens", type=int, help="context window / truncation length")
     parser.add_argument(
         "--window-stride", type=int, help="sliding windows for documents over --max-tokens"
@@ -56,31 +54,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config(
-        args.config,
+    from minkscan.evaluation.benchmark import read_labelled, run_benchmark, run_online_benchmark
+
+    k = args.main_k
+    config = config_from_args(
+        args,
         {
-            "model.name": args.model,
             "scoring.max_tokens": args.max_tokens,
             "scoring.window_stride": args.window_stride,
-            "scoring.ablation_k_percentages": [args.k],
-            "ray.address": args.address,
-            "baselines.lowercase": True,
+            "scoring.ablation_k_percentages": [k],
+            "baselines.lowercase": args.lowercase or None,
             "baselines.neighbors": args.neighbors or None,
             "baselines.neighbor_model": args.neighbor_model,
         },
     )
-    if args.k not in config.scoring.k_percentages:
-        raise ConfigError(f"--k {args.k} is not in scoring.k_percentages")
+    if k not in config.scoring.k_percentages:
+        raise ConfigError(f"--main-k {k} is not in scoring.k_percentages")
     if args.ref_model:  # the reference model is placed like the target model
         reference = config.model.model_copy(update={"name": args.ref_model})
         baselines = config.baselines.model_copy(update={"reference_model": reference})
         config = config.model_copy(update={"baselines": baselines})
-    data = read_labelled(args.data)
+    data = read_labelled(args.input)
     if args.online:
-        result = run_online_benchmark(config, data, args.k, args.chunk_tokens, args.seed)
+        result = run_online_benchmark(config, data, k, args.chunk_tokens, args.seed)
     else:
-        result = run_benchmark(config, data, k=args.k, work_dir=args.work_dir)
+        result = run_benchmark(config, data, k=k, work_dir=args.work_dir)
     print(result.markdown())
-    for path in result.write(args.output_dir):
+    for path in result.write(args.output):
         print(f"wrote {path}")
     return 0

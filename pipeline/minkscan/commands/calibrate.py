@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-import polars as pl
-
-from minkscan.calibration import calibrate, scan_scores
+from minkscan.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -14,7 +12,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "calibrate", help="pick per-method thresholds at a target FPR from known non-members"
     )
     parser.add_argument(
-        "--scores", help="score Parquet with members and non-members (needs --labels)"
+        "--input", help="`minkscan score` output (or Parquet) of members and non-members"
     )
     parser.add_argument("--labels", help="Parquet with columns id, label (1 member, 0 non-member)")
     parser.add_argument("--nonmembers", help="score Parquet of known non-members only")
@@ -25,17 +23,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from minkscan.calibration import calibrate, scan_scores
+
     if args.nonmembers:
         nonmembers, members = scan_scores(args.nonmembers).collect(), None
-    elif args.scores and args.labels:
+    elif args.input and args.labels:
         labels = pl.read_parquet(args.labels, columns=["id", "label"])
-        joined = scan_scores(args.scores).collect().join(labels, on="id", how="inner")
+        joined = scan_scores(args.input).collect().join(labels, on="id", how="inner")
         if joined.is_empty():
-            raise SystemExit("minkscan calibrate: no score id matches a label id")
+            raise UserError("no score id matches a label id")
         nonmembers = joined.filter(pl.col("label") == 0)
         members = joined.filter(pl.col("label") == 1)
     else:
-        raise SystemExit("minkscan calibrate: give --nonmembers, or --scores with --labels")
+        raise UserError("give --nonmembers, or --input with --labels")
     result = calibrate(nonmembers, members, target_fpr=args.target_fpr, confidence=args.confidence)
     for name, method in result.methods.items():
         tpr = "" if method.tpr is None else f" tpr={method.tpr:.3f} auroc={method.auroc:.3f}"

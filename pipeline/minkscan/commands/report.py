@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from minkscan.calibration import load_calibration, scan_scores
-from minkscan.reporting import build_report, write_report
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "report", help="flagged fractions, binomial tests and contamination estimates per group"
     )
-    parser.add_argument("--scores", required=True, help="score Parquet file or directory")
+    parser.add_argument(
+        "--input", required=True, help="`minkscan score` output directory or a score Parquet"
+    )
     parser.add_argument("--calibration", required=True, help="JSON from `minkscan calibrate`")
     parser.add_argument("--output", required=True, help="directory for report.{html,md,json}")
     parser.add_argument("--method", help="primary score column (default minkpp_k20)")
@@ -28,8 +27,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from minkscan.calibration import load_calibration, scan_scores
+    from minkscan.reporting import build_report, write_report
+
     report = build_report(
-        scan_scores(args.scores),
+        scan_scores(args.input),
         load_calibration(args.calibration),
         primary_method=args.method,
         group_column=args.group_column,

@@ -47,6 +47,7 @@ from minkscan.io.sources import (
     Piece,
     ShardError,
     discover,
+    limit_pieces,
     piece_descriptor,
     plan_pieces,
 )
@@ -214,9 +215,12 @@ def plan_run(config: ScanConfig) -> RunPlan:
         raise ShardError(f"cannot read input shard {path}: {reason} (--skip-bad-shards skips it)")
     if not inputs.pieces and not inputs.bad:
         raise InputError(f"the inputs hold no rows: {', '.join(data.input)}")
+    pieces = inputs.pieces
+    if data.limit is not None:
+        pieces = limit_pieces(fs, pieces, data.limit, data.text_column)
     output = ScoreOutput(fs, fs_path(data.output))
     columns = output_columns(config)
-    settings = {"piece_rows": data.piece_rows}
+    settings = {"piece_rows": data.piece_rows, "limit": data.limit}
     output.check(columns, settings)
     for model in [config.model, config.baselines.reference_model]:
         if model is not None:
@@ -224,7 +228,7 @@ def plan_run(config: ScanConfig) -> RunPlan:
 
     complete, partial = output.completion(output.parts())
     to_score, done_before, rows_before = [], 0, 0
-    for piece in inputs.pieces:
+    for piece in pieces:
         key = piece.key()
         if piece.end is None:  # whole-file piece: its end is known once it was read
             finished = [p for p in complete if p.startswith(f"{piece.file.key}-0-")]
@@ -244,7 +248,7 @@ def plan_run(config: ScanConfig) -> RunPlan:
         fs,
         output,
         columns,
-        inputs.pieces,
+        pieces,
         to_score,
         done_before,
         rows_before,
@@ -255,7 +259,8 @@ def plan_run(config: ScanConfig) -> RunPlan:
 
 
 def _shard_error(error: BaseException) -> ShardError | None:
-    """The ShardError behind an error raised through Ray, if any."""
+    """The ShardError behind an error raised through Ray (which wraps it in task errors of
+    its own classes, some of them subclasses of it), if any."""
     seen: set[int] = set()
     stack: list[BaseException | None] = [error]
     while stack:
@@ -263,8 +268,8 @@ def _shard_error(error: BaseException) -> ShardError | None:
         if current is None or id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, ShardError):
-            return ShardError(str(current).strip().splitlines()[-1].split("ShardError: ")[-1])
+        if type(current) is ShardError:
+            return current
         stack += [current.__cause__, current.__context__, getattr(current, "cause", None)]
     return None
 
@@ -365,6 +370,39 @@ class _Progress:
             logger.info("progress: %d documents committed, %.1f docs/s", self.documents, rate)
 
 
+@contextmanager
+def _quiet_unless_terminal() -> Iterator[None]:
+    """In a terminal, Ray Data's progress bars; otherwise (logs of a nightly job) none of its
+    progress blocks or INFO lines: the driver's own progress line every
+    ``ray.progress_seconds`` says how far the run is."""
+    if sys.stderr.isatty():
+        yield
+        return
+    ray_data = logging.getLogger("ray.data")
+    level = ray_data.level
+    ray_data.setLevel(logging.WARNING)
+    try:
+        with data_context(enable_progress_bars=False, print_on_execution_start=False):
+            yield
+    finally:
+        ray_data.setLevel(level)
+
+
+def _score(config: ScanConfig, plan: RunPlan, progress: _Progress) -> None:
+    """Run the pipeline, adding up the commits' statistics as they arrive."""
+    try:
+        with data_context(target_max_block_size=config.ray.block_bytes):
+            for stats in _dataset(config, plan).iter_batches(
+                batch_format="pyarrow", batch_size=None
+            ):
+                progress.add(stats)
+    except Exception as error:  # noqa: BLE001 - re-raised, with the shard's path if any
+        shard = _shard_error(error)
+        if shard is not None:
+            raise shard from error
+        raise
+
+
 def _drop_bad_shards(plan: RunPlan) -> dict[str, str]:
     """Remove every score file of the shards that failed while being read; {path: reason}."""
     bad = plan.output.bad_shards()
@@ -384,27 +422,16 @@ def run_scoring(config: ScanConfig) -> RunSummary:
     for path, reason in plan.bad.items():
         logger.warning("skipping bad shard %s: %s", path, reason)
     ids = None
-    if plan.to_score:  # a complete output needs no Ray at all
-        ensure_ray(config)
-        wanted = config.data.check_ids or config.data.require_unique_ids
-        ids = check_ids(config, plan) if wanted and plan.has_ids else None
-    plan.output.create(plan.columns, plan.settings)
     progress = _Progress(config.ray.progress_seconds)
-    if plan.to_score:
-        settings = {"target_max_block_size": config.ray.block_bytes}
-        if not sys.stderr.isatty():
-            settings["enable_progress_bars"] = False
-        try:
-            with data_context(**settings):
-                for stats in _dataset(config, plan).iter_batches(
-                    batch_format="pyarrow", batch_size=None
-                ):
-                    progress.add(stats)
-        except Exception as error:  # noqa: BLE001 - re-raised, with the shard's path if any
-            shard = _shard_error(error)
-            if shard is not None:
-                raise shard from error
-            raise
+    with _quiet_unless_terminal():
+        if plan.to_score:  # a complete output needs no Ray at all
+            ensure_ray(config)
+            wanted = config.data.check_ids or config.data.require_unique_ids
+            ids = check_ids(config, plan) if wanted and plan.has_ids else None
+        plan.output.create(plan.columns, plan.settings)
+        progress.started = time.perf_counter()
+        if plan.to_score:
+            _score(config, plan, progress)
     seconds = time.perf_counter() - progress.started
     skipped = {**plan.bad, **_drop_bad_shards(plan)}
     complete, _ = plan.output.completion(plan.output.parts())

@@ -29,6 +29,7 @@ from minkscan.evaluation.tables import (
 )
 from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.scores import ScoreOutput
+from minkscan.io.sources import InputError
 from minkscan.models.loading import load_model
 from minkscan.scorer import DocumentScorer
 from minkscan.scoring.aggregate import score_column_names
@@ -44,7 +45,7 @@ def read_labelled(paths: Sequence[str]) -> pl.DataFrame:
         frame = pl.read_parquet(path)
         missing = {"text", "label"} - set(frame.columns)
         if missing:
-            raise ValueError(f"{path}: missing column(s) {sorted(missing)}")
+            raise InputError(f"{path}: missing column(s) {sorted(missing)}")
         stem = Path(path).stem
         if "id" not in frame.columns:
             frame = frame.with_row_index("id").with_columns(pl.format(f"{stem}:{{}}", "id"))
@@ -61,7 +62,7 @@ def read_labelled(paths: Sequence[str]) -> pl.DataFrame:
     data = pl.concat(frames)
     duplicated = data.filter(pl.col("id").is_duplicated())["id"].unique().sort().to_list()
     if duplicated:
-        raise ValueError(f"ids must be unique across --data files; repeated: {duplicated[:5]}")
+        raise InputError(f"ids must be unique across --data files; repeated: {duplicated[:5]}")
     return data
 
 

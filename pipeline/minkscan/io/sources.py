@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import fnmatch
-import gzip
 import hashlib
 import io
 import json
@@ -156,15 +155,11 @@ def column_names(fs: pafs.FileSystem, file: InputFile) -> list[str]:
     if file.format == "arrow":
         with fs.open_input_stream(file.path) as stream:
             return pa.ipc.open_stream(stream).schema.names
-    compression = "gzip" if file.path.endswith(".gz") else None
-    with fs.open_input_stream(file.path, compression=compression) as stream:
+    with fs.open_input_stream(file.path) as stream:  # .gz is decompressed by extension
         first = io.TextIOWrapper(stream, encoding="utf-8", errors="replace").readline()
     if file.format == "csv":
         return next(csv.reader([first]), [])
-    try:
-        record = json.loads(first)
-    except json.JSONDecodeError as error:
-        raise ShardError(f"cannot read input shard {file.path}: {error}") from error
+    record = json.loads(first)  # a JSONDecodeError is a ValueError: the shard is bad
     return list(record) if isinstance(record, dict) else []
 
 
@@ -243,6 +238,26 @@ def plan_pieces(
     return InputPlan(pieces, bad, any(with_ids.values()))
 
 
+def limit_pieces(
+    fs: pafs.FileSystem, pieces: list[Piece], limit: int, text_column: str
+) -> list[Piece]:
+    """The pieces holding the first ``limit`` rows, the last one cut short. Files without an
+    index are read here to count their rows, only until the limit is reached."""
+    kept: list[Piece] = []
+    remaining = limit
+    for piece in pieces:
+        if remaining <= 0:
+            break
+        rows = (
+            piece.end - piece.start if piece.end is not None
+            else _read_table(fs, piece, [text_column]).num_rows
+        )  # fmt: skip
+        take = min(rows, remaining)
+        kept.append(Piece(piece.file, piece.start, piece.start + take, piece.row_groups))
+        remaining -= take
+    return kept
+
+
 def _read_table(fs: pafs.FileSystem, piece: Piece, columns: list[str]) -> pa.Table:
     """The raw columns of a piece (those of ``columns`` the file has)."""
     file = piece.file
@@ -251,10 +266,8 @@ def _read_table(fs: pafs.FileSystem, piece: Piece, columns: list[str]) -> pa.Tab
             parquet = pq.ParquetFile(handle)
             present = [c for c in columns if c in parquet.schema_arrow.names]
             return parquet.read_row_groups(list(piece.row_groups), columns=present)
-    with fs.open_input_stream(file.path) as stream:
+    with fs.open_input_stream(file.path) as stream:  # .gz is decompressed by extension
         raw = stream.read()
-    if file.path.endswith(".gz"):
-        raw = gzip.decompress(raw)
     if file.format == "jsonl":
         table = pajson.read_json(io.BytesIO(raw))
     elif file.format == "csv":
@@ -321,6 +334,8 @@ def read_piece(
     missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise ShardError(f"cannot read input shard {piece.file.path}: no column(s) {missing}")
+    if piece.end is not None:  # a piece cut short by data.limit
+        table = table.slice(0, piece.end - piece.start)
     end = piece.start + table.num_rows
     rows = np.arange(piece.start, end, dtype=np.int64)
     text, status = _text_and_status(table[text_column])
@@ -353,6 +368,8 @@ def read_ids(fs: pafs.FileSystem, piece: Piece, id_column: str) -> pa.Array:
         table = _read_table(fs, piece, [id_column])
     except (OSError, ValueError, pa.ArrowException) as error:
         raise ShardError(f"cannot read input shard {piece.file.path}: {error}") from error
+    if piece.end is not None:
+        table = table.slice(0, piece.end - piece.start)
     return _ids_as_strings(table[id_column])
 
 

@@ -1,0 +1,1 @@
+"""One module per `minkscan` sub-command; each exposes ``register(subparsers)``."""

@@ -1,0 +1,85 @@
+"""`minkscan benchmark`: paper-style detection tables from labelled Parquet."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from minkscan.commands.common import add_config_arguments, config_from_args
+from minkscan.config import ConfigError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "benchmark",
+        help="score labelled Parquet (text, label[, id, group]) through the Ray pipeline and "
+        "print AUROC / TPR tables",
+    )
+    parser.add_argument("--input", nargs="+", required=True, help="labelled Parquet files")
+    parser.add_argument("--output", default="benchmark-out", type=Path, help="tables and scores")
+    add_config_arguments(parser)
+    parser.add_argument("--lowercase", action="store_true", help="add the Lowercase baseline")
+    parser.add_argument("--ref-model", help="reference model for the Ref baseline")
+    parser.add_argument(
+        "--neighbors",
+        type=int,
+        default=0,
+        help="Neighbor baseline with N causal-LM neighbours per document (1 + N extra passes)",
+    )
+    parser.add_argument(
+        "--neighbor-model",
+        help="masked LM (HF id or directory) proposing neighbours; default: the target model",
+    )
+    parser.add_argument(
+        "--work-dir",
+        help="where the pipeline's input and score shards go (default: a temporary local "
+        "directory; a multi-node cluster needs shared storage such as s3://bucket/prefix)",
+    )
+    parser.add_argument(
+        "--main-k", type=int, default=20, help="k%% of the main and ablation tables"
+    )
+    parser.add_argument("--max-tokens", type=int, help="context window / truncation length")
+    parser.add_argument(
+        "--window-stride", type=int, help="sliding windows for documents over --max-tokens"
+    )
+    parser.add_argument(
+        "--online",
+        action="store_true",
+        help="chunk-level detection: non-member text followed by member text (scored "
+        "in-process, one forward pass per text, no sliding windows)",
+    )
+    parser.add_argument("--chunk-tokens", type=int, default=32, help="chunk size for --online")
+    parser.add_argument("--seed", type=int, default=0, help="pairing / lengths for --online")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from minkscan.evaluation.benchmark import read_labelled, run_benchmark, run_online_benchmark
+
+    k = args.main_k
+    config = config_from_args(
+        args,
+        {
+            "scoring.max_tokens": args.max_tokens,
+            "scoring.window_stride": args.window_stride,
+            "scoring.ablation_k_percentages": [k],
+            "baselines.lowercase": args.lowercase or None,
+            "baselines.neighbors": args.neighbors or None,
+            "baselines.neighbor_model": args.neighbor_model,
+        },
+    )
+    if k not in config.scoring.k_percentages:
+        raise ConfigError(f"--main-k {k} is not in scoring.k_percentages")
+    if args.ref_model:  # the reference model is placed like the target model
+        reference = config.model.model_copy(update={"name": args.ref_model})
+        baselines = config.baselines.model_copy(update={"reference_model": reference})
+        config = config.model_copy(update={"baselines": baselines})
+    data = read_labelled(args.input)
+    if args.online:
+        result = run_online_benchmark(config, data, k, args.chunk_tokens, args.seed)
+    else:
+        result = run_benchmark(config, data, k=k, work_dir=args.work_dir)
+    print(result.markdown())
+    for path in result.write(args.output):
+        print(f"wrote {path}")
+    return 0

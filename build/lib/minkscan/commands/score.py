@@ -1,0 +1,72 @@
+"""`minkscan score`: score documents (Parquet, JSONL, CSV, Arrow; local or s3://) into score
+files with Ray. The same flags serve `jobs/score.py` for `ray job submit`."""
+
+from __future__ import annotations
+
+import argparse
+from importlib.resources import files
+
+from minkscan.commands.common import add_config_arguments, config_from_args
+
+
+def sample_path() -> str:
+    """The 64 WikiMIA-24 texts shipped in the package (a first run needs no data)."""
+    return str(files("minkscan") / "data" / "sample.parquet")
+
+
+def add_score_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input",
+        nargs="+",
+        help="files, directories or globs (default: the bundled sample of 64 texts)",
+    )
+    parser.add_argument("--output", help="directory for score files and _manifest.json")
+    add_config_arguments(parser)
+    parser.add_argument("--format", choices=["parquet", "jsonl", "csv", "arrow"])
+    parser.add_argument("--text-column")
+    parser.add_argument("--id-column", help="ids are derived from file and row when absent")
+    parser.add_argument("--num-actors", type=int, help="model replicas")
+    parser.add_argument(
+        "--skip-bad-shards",
+        action="store_const",
+        const=True,
+        help="skip and list unreadable shards instead of failing",
+    )
+    parser.add_argument(
+        "--require-unique-ids",
+        action="store_const",
+        const=True,
+        help="refuse inputs with repeated or null ids before scoring",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate the whole config, then run the pipeline and print its summary line."""
+    config = config_from_args(
+        args,
+        {
+            "data.input": args.input,
+            "data.output": args.output,
+            "data.format": args.format,
+            "data.text_column": args.text_column,
+            "data.id_column": args.id_column,
+            "data.skip_bad_shards": args.skip_bad_shards,
+            "data.require_unique_ids": args.require_unique_ids,
+            "ray.num_actors": args.num_actors,
+        },
+    )
+    if not config.data.input:
+        config.data.input = [sample_path()]
+    from minkscan.distributed.runner import run_scoring
+
+    summary = run_scoring(config)
+    print(summary.line())
+    for path, reason in summary.skipped_shards.items():
+        print(f"skipped shard {path}: {reason}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("score", help="score documents with Ray Data actor pools")
+    add_score_arguments(parser)
+    parser.set_defaults(func=run)

@@ -1,0 +1,446 @@
+"""`run_scoring`: the Ray Data pipeline from input pieces to committed score files.
+
+Before Ray starts, everything that can be checked is: the inputs (listing and footers),
+the output directory (`minkscan.io.scores.ScoreOutput.check`), the models. Then:
+pieces -> read (CPU tasks) -> TokenizeStage (CPU actor) -> ScoreStage (one model replica
+per actor; also Lowercase and Neighbor) [-> ReferenceStage] -> commit (CPU tasks writing
+score files, one per piece and batch) -> statistics rows streamed back to the driver.
+
+Completion is per input piece and read from the output's file names, so a killed run
+loses at most the pieces in flight and a re-run reads only the pieces (and, of a partly
+committed piece, the rows) still missing. The driver holds no per-document state: its
+summary adds up the statistics each commit returns.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import logging
+import math
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import ray
+
+from minkscan.config import ScanConfig
+from minkscan.distributed.context import data_context
+from minkscan.distributed.ids import IdReport, check_ids
+from minkscan.distributed.pieces import STATUS, commit_scores, read_pieces
+from minkscan.distributed.stages import ReferenceStage, ScoreStage, TokenizeStage, torch_threads
+from minkscan.evaluation.extra_pass import baseline_columns, forward_passes
+from minkscan.io.paths import filesystem_for, fs_path
+from minkscan.io.scores import MANIFEST, ScoreOutput
+from minkscan.io.sources import (
+    ID,
+    ROW,
+    SOURCE,
+    InputError,
+    Piece,
+    ShardError,
+    discover,
+    limit_pieces,
+    piece_descriptor,
+    plan_pieces,
+)
+from minkscan.models.loading import check_model
+from minkscan.scoring.aggregate import score_column_names
+
+logger = logging.getLogger(__name__)
+
+# Reading, tokenisation and commits are light; small CPU reservations leave the cores to
+# the model actors.
+LIGHT_TASK_CPUS = 0.25
+
+
+@dataclass
+class RunSummary:
+    """What one run did (from the commits' statistics) and what the output now holds."""
+
+    output: str
+    manifest: str
+    documents: int
+    tokens: int
+    seconds: float
+    statuses: dict[str, int]
+    total_documents: int
+    resumed_documents: int
+    pieces: int = 0
+    pieces_done_before: int = 0
+    skipped_shards: dict[str, str] = field(default_factory=dict)
+    forward_passes: dict[str, int] = field(default_factory=dict)
+    ids: IdReport | None = None
+
+    @property
+    def docs_per_second(self) -> float:
+        return self.documents / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+    def line(self) -> str:
+        """The one-line summary printed at the end of a run."""
+        statuses = ", ".join(f"{k}={v}" for k, v in sorted(self.statuses.items()))
+        passes = ", ".join(f"{k} {v}" for k, v in self.forward_passes.items())
+        ids = f"; ids: {self.ids.line()}" if self.ids and self.ids.line() else ""
+        return (
+            f"scored {self.documents} documents ({self.tokens} tokens) in {self.seconds:.1f} s: "
+            f"{self.docs_per_second:.1f} docs/s, {self.tokens_per_second:.0f} tokens/s; "
+            f"statuses: {statuses or 'none'}; forward passes per document: {passes}; "
+            f"already done: {self.resumed_documents}; "
+            f"skipped shards: {len(self.skipped_shards)}{ids}; output: {self.output}"
+        )
+
+
+def _reference_resources(config: ScanConfig) -> tuple[float, float]:
+    """CPUs and GPUs of one reference-model actor (the scoring actor's unless set)."""
+    baselines, ray_config = config.baselines, config.ray
+    cpus = baselines.reference_cpus_per_actor
+    gpus = baselines.reference_gpus_per_actor
+    return (
+        ray_config.cpus_per_actor if cpus is None else cpus,
+        ray_config.gpus_per_actor if gpus is None else gpus,
+    )
+
+
+def required_cpus(config: ScanConfig) -> float:
+    """Logical CPUs held by the tokenizer, scoring and reference actors at their minimum
+    pool sizes, plus one light read / commit task."""
+    cpus = 2 * LIGHT_TASK_CPUS + config.ray.num_actors * config.ray.cpus_per_actor
+    if config.baselines.reference_model is not None:
+        cpus += config.baselines.reference_num_actors * _reference_resources(config)[0]
+    return cpus
+
+
+def ensure_ray(config: ScanConfig) -> None:
+    """Join the configured cluster (or the job's), else start an embedded local Ray.
+
+    Without an address a new local Ray is started even when one is already running on
+    the machine (``address="local"``): joining a stranger's cluster by accident is never
+    what ``minkscan score`` without ``--address`` means. It gets at least `required_cpus`
+    logical CPUs, so a small machine shares its cores instead of waiting for CPUs it does
+    not have.
+    """
+    if ray.is_initialized():
+        return
+    if config.ray.address or os.environ.get("RAY_ADDRESS"):
+        ray.init(address=config.ray.address, log_to_driver=False)
+        return
+    needed = max(math.ceil(required_cpus(config)), os.cpu_count() or 1)
+    ray.init(address="local", num_cpus=needed, include_dashboard=False, log_to_driver=False)
+
+
+@contextmanager
+def ray_session(config: ScanConfig) -> Iterator[None]:
+    """`ensure_ray` for the duration of a block; a Ray started here is shut down after it."""
+    started = not ray.is_initialized()
+    ensure_ray(config)
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _versions() -> dict[str, str]:
+    names = ["minkscan", "torch", "transformers", "ray", "pyarrow"]
+    return {name: importlib.metadata.version(name) for name in names}
+
+
+def _redacted(config: ScanConfig) -> dict[str, Any]:
+    dumped = config.model_dump(mode="json")
+    if dumped["data"]["s3"]["secret_access_key"]:
+        dumped["data"]["s3"]["secret_access_key"] = "***"
+    return dumped
+
+
+def output_columns(config: ScanConfig) -> list[str]:
+    """The columns of every score file the configuration writes, in order."""
+    scoring = config.scoring
+    return [
+        ID,
+        SOURCE,
+        ROW,
+        "n_tokens",
+        STATUS,
+        *score_column_names(scoring.k_percentages, scoring.ablation_k_percentages),
+        *baseline_columns(config.baselines),
+    ]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything decided before Ray starts."""
+
+    fs: pafs.FileSystem
+    output: ScoreOutput
+    columns: list[str]
+    pieces: list[Piece]
+    to_score: list[Piece]
+    done_before: int
+    rows_done_before: int
+    bad: dict[str, str]
+    has_ids: bool
+    settings: dict[str, Any]
+
+
+def plan_run(config: ScanConfig) -> RunPlan:
+    """Check inputs, output and models and decide which pieces (and rows) to score.
+
+    Raises InputError / ShardError / OutputError / ModelNotAvailable before any work.
+    """
+    data = config.data
+    if not data.output:
+        raise InputError("no output given (data.output / --output)")
+    fs = filesystem_for([*data.input, data.output], data.s3)
+    files, _ = discover(data.input, fs, format=data.format, root=data.input_root)
+    inputs = plan_pieces(
+        fs,
+        files,
+        piece_rows=data.piece_rows,
+        text_column=data.text_column,
+        id_column=data.id_column,
+    )
+    if inputs.bad and not data.skip_bad_shards:
+        path, reason = next(iter(inputs.bad.items()))
+        raise ShardError(f"cannot read input shard {path}: {reason} (--skip-bad-shards skips it)")
+    if not inputs.pieces and not inputs.bad:
+        raise InputError(f"the inputs hold no rows: {', '.join(data.input)}")
+    pieces = inputs.pieces
+    if data.limit is not None:
+        pieces = limit_pieces(fs, pieces, data.limit, data.text_column)
+    output = ScoreOutput(fs, fs_path(data.output))
+    columns = output_columns(config)
+    settings = {"piece_rows": data.piece_rows, "limit": data.limit}
+    output.check(columns, settings)
+    for model in [config.model, config.baselines.reference_model]:
+        if model is not None:
+            check_model(model)
+
+    complete, partial = output.completion(output.parts())
+    to_score, done_before, rows_before = [], 0, 0
+    for piece in pieces:
+        key = piece.key()
+        if piece.end is None:  # whole-file piece: its end is known once it was read
+            finished = [p for p in complete if p.startswith(f"{piece.file.key}-0-")]
+            started = [p for p in partial if p.startswith(f"{piece.file.key}-0-")]
+            key = (finished or started or [key])[0]
+        if key in complete:
+            done_before += 1
+            start, end = (int(n) for n in key.split("-")[1:])
+            rows_before += end - start
+        elif key in partial:
+            done = output.committed_rows(partial[key])
+            to_score.append(Piece(piece.file, piece.start, piece.end, piece.row_groups,
+                                  tuple(done)))  # fmt: skip
+        else:
+            to_score.append(piece)
+    return RunPlan(
+        fs,
+        output,
+        columns,
+        pieces,
+        to_score,
+        done_before,
+        rows_before,
+        inputs.bad,
+        inputs.has_ids,
+        settings,
+    )
+
+
+def _shard_error(error: BaseException) -> ShardError | None:
+    """The ShardError behind an error raised through Ray, if any."""
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [error]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ShardError):
+            return ShardError(str(current).strip().splitlines()[-1].split("ShardError: ")[-1])
+        stack += [current.__cause__, current.__context__, getattr(current, "cause", None)]
+    return None
+
+
+def _dataset(config: ScanConfig, plan: RunPlan) -> ray.data.Dataset:
+    """The pipeline over the pieces still to score; yields one statistics row per commit."""
+    data, ray_config = config.data, config.ray
+    pieces = ray.data.from_items(
+        [piece_descriptor(piece) for piece in plan.to_score],
+        override_num_blocks=len(plan.to_score),
+    )
+    dataset = pieces.map_batches(
+        read_pieces,
+        fn_kwargs={
+            "fs": plan.fs,
+            "output_root": plan.output.root,
+            "text_column": data.text_column,
+            "id_column": data.id_column if plan.has_ids else None,
+            "skip_bad": data.skip_bad_shards,
+        },
+        batch_format="pyarrow",
+        batch_size=1,
+        compute=ray.data.TaskPoolStrategy(size=ray_config.max_actors or ray_config.num_actors),
+        num_cpus=LIGHT_TASK_CPUS,
+    )
+    dataset = dataset.map_batches(
+        TokenizeStage,
+        batch_format="pyarrow",
+        batch_size=ray_config.tokenize_batch_size,
+        compute=ray.data.ActorPoolStrategy(size=1),
+        num_cpus=LIGHT_TASK_CPUS,
+        fn_constructor_kwargs={"model": config.model, "scoring": config.scoring},
+    )
+    dataset = dataset.map_batches(
+        ScoreStage,
+        batch_format="pyarrow",
+        batch_size=ray_config.tokenize_batch_size,
+        compute=ray.data.ActorPoolStrategy(
+            min_size=ray_config.num_actors,
+            max_size=ray_config.max_actors or ray_config.num_actors,
+        ),
+        num_cpus=ray_config.cpus_per_actor,
+        num_gpus=ray_config.gpus_per_actor,
+        fn_constructor_kwargs={
+            "model": config.model,
+            "scoring": config.scoring,
+            "threads": torch_threads(ray_config.cpus_per_actor),
+            "baselines": config.baselines,
+        },
+    )
+    reference = config.baselines.reference_model
+    if reference is not None:
+        cpus, gpus = _reference_resources(config)
+        dataset = dataset.map_batches(
+            ReferenceStage,
+            batch_format="pyarrow",
+            batch_size=ray_config.tokenize_batch_size,
+            compute=ray.data.ActorPoolStrategy(size=config.baselines.reference_num_actors),
+            num_cpus=cpus,
+            num_gpus=gpus,
+            fn_constructor_kwargs={
+                "reference": reference,
+                "scoring": config.scoring,
+                "threads": torch_threads(cpus),
+            },
+        )
+    return dataset.map_batches(
+        commit_scores,
+        batch_format="pyarrow",
+        batch_size=data.commit_rows,
+        num_cpus=LIGHT_TASK_CPUS,
+        fn_kwargs={"fs": plan.fs, "output_root": plan.output.root},
+    )
+
+
+@dataclass
+class _Progress:
+    """Running totals of the commits' statistics, and the periodic progress line."""
+
+    every: float
+    documents: int = 0
+    tokens: int = 0
+    null_ids: int = 0
+    statuses: Counter = field(default_factory=Counter)
+    started: float = field(default_factory=time.perf_counter)
+    last_line: float = field(default_factory=time.perf_counter)
+
+    def add(self, stats: pa.Table) -> None:
+        self.documents += sum(stats["rows"].to_pylist())
+        self.tokens += sum(stats["tokens"].to_pylist())
+        self.null_ids += sum(stats["null_ids"].to_pylist())
+        for counts in stats["statuses"].to_pylist():
+            self.statuses.update(json.loads(counts))
+        now = time.perf_counter()
+        if now - self.last_line >= self.every:
+            self.last_line = now
+            rate = self.documents / (now - self.started)
+            logger.info("progress: %d documents committed, %.1f docs/s", self.documents, rate)
+
+
+def _drop_bad_shards(plan: RunPlan) -> dict[str, str]:
+    """Remove every score file of the shards that failed while being read; {path: reason}."""
+    bad = plan.output.bad_shards()
+    if bad:
+        plan.output.delete_parts([part for part in plan.output.parts() if part.key in bad])
+    return {entry["path"]: entry["reason"] for entry in bad.values()}
+
+
+def run_scoring(config: ScanConfig) -> RunSummary:
+    """Score ``config.data.input`` into score files under ``config.data.output``.
+
+    Output columns: ``id``, ``source`` (input path relative to the input root), ``row``,
+    then those of `minkscan.score_texts` and of the enabled baselines. A re-run scores only
+    what earlier runs did not commit; every input row appears exactly once.
+    """
+    plan = plan_run(config)
+    for path, reason in plan.bad.items():
+        logger.warning("skipping bad shard %s: %s", path, reason)
+    ids = None
+    if plan.to_score:  # a complete output needs no Ray at all
+        ensure_ray(config)
+        wanted = config.data.check_ids or config.data.require_unique_ids
+        ids = check_ids(config, plan) if wanted and plan.has_ids else None
+    plan.output.create(plan.columns, plan.settings)
+    progress = _Progress(config.ray.progress_seconds)
+    if plan.to_score:
+        settings = {"target_max_block_size": config.ray.block_bytes}
+        if not sys.stderr.isatty():
+            settings["enable_progress_bars"] = False
+        try:
+            with data_context(**settings):
+                for stats in _dataset(config, plan).iter_batches(
+                    batch_format="pyarrow", batch_size=None
+                ):
+                    progress.add(stats)
+        except Exception as error:  # noqa: BLE001 - re-raised, with the shard's path if any
+            shard = _shard_error(error)
+            if shard is not None:
+                raise shard from error
+            raise
+    seconds = time.perf_counter() - progress.started
+    skipped = {**plan.bad, **_drop_bad_shards(plan)}
+    complete, _ = plan.output.completion(plan.output.parts())
+    total = sum(int(k.split("-")[2]) - int(k.split("-")[1]) for k in complete)
+    summary = RunSummary(
+        output=config.data.output,
+        manifest="",
+        documents=progress.documents,
+        tokens=progress.tokens,
+        seconds=seconds,
+        statuses=dict(progress.statuses),
+        total_documents=total,
+        resumed_documents=plan.rows_done_before,
+        pieces=len(plan.pieces),
+        pieces_done_before=plan.done_before,
+        skipped_shards=skipped,
+        forward_passes=forward_passes(config.baselines, config.model.name),
+        ids=ids,
+    )
+    if summary.ids is not None:
+        summary.ids.null_ids = max(summary.ids.null_ids, progress.null_ids)
+    manifest = {
+        "config": _redacted(config),
+        "model": config.model.name,
+        "versions": _versions(),
+        "inputs": config.data.input,
+        "summary": {k: v for k, v in asdict(summary).items() if k != "manifest"}
+        | {
+            "docs_per_second": summary.docs_per_second,
+            "tokens_per_second": summary.tokens_per_second,
+        },
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    summary.manifest = plan.output.write_json(MANIFEST, manifest)
+    return summary

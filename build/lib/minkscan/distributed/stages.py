@@ -1,0 +1,161 @@
+"""The model-side stages Ray Data runs: CPU tokenisation, the model actor and the
+reference-model actor. Each maps a pyarrow batch to a pyarrow batch; the math stays in
+`minkscan.scorer` / `minkscan.scoring` / `minkscan.evaluation`. Reading pieces and
+committing scores are in `minkscan.distributed.pieces`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+import pyarrow as pa
+import torch
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+from minkscan.config import BaselinesConfig, ModelConfig, ScoringConfig
+from minkscan.distributed.pieces import CARRIED, STATUS
+from minkscan.evaluation.extra_pass import (
+    load_masked_lm,
+    lowercase_scores,
+    neighbor_scores,
+    reference_scores,
+)
+from minkscan.io.sources import PRESET_STATUS, TEXT
+from minkscan.models.loading import BUNDLED_GGUF, cached_bundled_model, load_model
+from minkscan.scorer import DocumentScorer
+from minkscan.text.tokenize import EncodedDocument, encode_documents
+
+INPUT_IDS = "input_ids"
+
+
+def load_tokenizer(config: ModelConfig) -> PreTrainedTokenizerBase:
+    """Only the tokenizer of ``config.name`` (bundled models are dequantised on first use)."""
+    source = (
+        cached_bundled_model(config.name, config.cache_dir)
+        if config.name in BUNDLED_GGUF
+        else config.name
+    )
+    return AutoTokenizer.from_pretrained(
+        source, revision=config.revision, trust_remote_code=config.trust_remote_code
+    )
+
+
+class TokenizeStage:
+    """CPU stage: text -> token ids and a status per row (bad text gets a status, not an error).
+
+    With ``scoring.window_stride`` long documents keep all their tokens (status windowed) for
+    the scoring actors' sliding windows; without, they are truncated to ``max_tokens``.
+    """
+
+    def __init__(self, model: ModelConfig, scoring: ScoringConfig) -> None:
+        self.tokenizer = load_tokenizer(model)
+        self.scoring = scoring
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        documents = encode_documents(
+            self.tokenizer,
+            batch[TEXT].to_pylist(),
+            max_tokens=self.scoring.max_tokens,
+            prepend_bos=self.scoring.prepend_bos,
+            windowed=self.scoring.window_stride is not None,
+        )
+        for position, preset in enumerate(batch[PRESET_STATUS].to_pylist()):
+            if preset is not None:  # decided when the row was read (bad encoding, not text)
+                documents[position] = EncodedDocument("", (), preset)
+        return pa.table(
+            {
+                **{name: batch[name] for name in CARRIED},
+                TEXT: pa.array([doc.text for doc in documents], pa.large_string()),
+                INPUT_IDS: pa.array(
+                    [list(doc.input_ids) for doc in documents], pa.list_(pa.int32())
+                ),
+                STATUS: pa.array([doc.status for doc in documents], pa.string()),
+            }
+        )
+
+
+def _with_columns(table: pa.Table, frame: pl.DataFrame) -> pa.Table:
+    for name, column in zip(frame.columns, frame.to_arrow().columns, strict=True):
+        table = table.append_column(name, column)
+    return table
+
+
+class ScoreStage:
+    """Model actor: one replica of the target model scoring tokenised rows (length-bucketed
+    batches), plus the target-model baselines Lowercase and Neighbor when enabled.
+
+    Those two need nothing but the target model, so they run on this actor's replica: a
+    stage of their own would hold a second copy of the same model per actor and ship every
+    row once more. The text is passed on only when the Ref stage follows.
+    """
+
+    def __init__(
+        self,
+        model: ModelConfig,
+        scoring: ScoringConfig,
+        threads: int,
+        baselines: BaselinesConfig,
+    ) -> None:
+        torch.set_num_threads(threads)
+        self.scorer = DocumentScorer(load_model(model), scoring)
+        self.baselines = baselines
+        self.masked_lm = (
+            None if baselines.neighbor_model is None else load_masked_lm(baselines.neighbor_model)
+        )
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        texts = batch[TEXT].to_pylist()
+        documents = [
+            EncodedDocument(text, tuple(ids), status)
+            for text, ids, status in zip(
+                texts, batch[INPUT_IDS].to_pylist(), batch[STATUS].to_pylist(), strict=True
+            )
+        ]
+        columns = self.scorer.score_documents(documents)
+        arrays = {name: batch[name] for name in CARRIED}
+        arrays["n_tokens"] = pa.array(columns["n_tokens"], pa.int64())
+        arrays[STATUS] = pa.array(columns[STATUS], pa.string())
+        for name in self.scorer.columns:
+            arrays[name] = pa.array(columns[name], pa.float64())
+        table = pa.table(arrays)
+        base_loss = pl.Series("loss", columns["loss"], dtype=pl.Float64)
+        baselines = self.baselines
+        if baselines.lowercase:
+            table = _with_columns(table, lowercase_scores(self.scorer, texts, base_loss))
+        if baselines.neighbors > 0:
+            neighbors = neighbor_scores(
+                self.scorer,
+                texts,
+                base_loss,
+                n_neighbors=baselines.neighbors,
+                fraction=baselines.neighbor_fraction,
+                seed=baselines.neighbor_seed,
+                masked_lm=self.masked_lm,
+            )
+            table = _with_columns(table, neighbors)
+        if baselines.reference_model is not None:
+            table = table.append_column(TEXT, batch[TEXT])
+        return table
+
+
+class ReferenceStage:
+    """Ref actor: one replica of the reference model scoring each row's text on the reference
+    tokenizer; adds ``ref`` and ``ref_n_tokens`` from the row's target ``loss``, drops the text.
+
+    The reference tokenizer runs here, not in a CPU stage: its ids are only this actor's.
+    """
+
+    def __init__(self, reference: ModelConfig, scoring: ScoringConfig, threads: int) -> None:
+        torch.set_num_threads(threads)
+        self.scorer = DocumentScorer(load_model(reference), scoring)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        base_loss = pl.Series("loss", batch["loss"].to_pylist(), dtype=pl.Float64)
+        ref = reference_scores(self.scorer, batch[TEXT].to_pylist(), base_loss)
+        return _with_columns(batch.drop_columns([TEXT]), ref)
+
+
+def torch_threads(cpus_per_actor: float) -> int:
+    """Intra-op threads for an actor holding ``cpus_per_actor`` CPUs (at least one)."""
+    return max(1, math.floor(cpus_per_actor + 0.5))

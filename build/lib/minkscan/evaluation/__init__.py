@@ -1,0 +1,1 @@
+"""Evaluation: detection metrics, paper-style benchmark tables and online (chunk) scoring."""

@@ -1,0 +1,188 @@
+"""The benchmark run: score labelled Parquet through the Ray pipeline and build the
+paper-style tables.
+
+Offline scoring goes through `minkscan.distributed.run_scoring`, the same pipeline (and
+baseline stages) as `minkscan score`; online detection scores in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from minkscan.config import ConfigError, ScanConfig
+from minkscan.distributed.runner import ray_session, run_scoring
+from minkscan.evaluation.online import chunk_scores, label_chunks, online_setting
+from minkscan.evaluation.tables import (
+    decomposition_columns,
+    k_sweep_columns,
+    method_columns,
+    metric_table,
+    to_markdown,
+)
+from minkscan.io.paths import filesystem_for, fs_path
+from minkscan.io.scores import ScoreOutput
+from minkscan.io.sources import InputError
+from minkscan.models.loading import load_model
+from minkscan.scorer import DocumentScorer
+from minkscan.scoring.aggregate import score_column_names
+
+
+def read_labelled(paths: Sequence[str]) -> pl.DataFrame:
+    """Concatenate labelled Parquet files into columns id, text, label, group.
+
+    ``group`` defaults to the file's stem (e.g. length32) when the file has none.
+    """
+    frames = []
+    for path in paths:
+        frame = pl.read_parquet(path)
+        missing = {"text", "label"} - set(frame.columns)
+        if missing:
+            raise InputError(f"{path}: missing column(s) {sorted(missing)}")
+        stem = Path(path).stem
+        if "id" not in frame.columns:
+            frame = frame.with_row_index("id").with_columns(pl.format(f"{stem}:{{}}", "id"))
+        if "group" not in frame.columns:
+            frame = frame.with_columns(pl.lit(stem).alias("group"))
+        frames.append(
+            frame.select(
+                pl.col("id").cast(pl.Utf8),
+                pl.col("text"),
+                pl.col("label").cast(pl.Int64),
+                pl.col("group").cast(pl.Utf8),
+            )
+        )
+    data = pl.concat(frames)
+    duplicated = data.filter(pl.col("id").is_duplicated())["id"].unique().sort().to_list()
+    if duplicated:
+        raise InputError(f"ids must be unique across --data files; repeated: {duplicated[:5]}")
+    return data
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    """Scores (one row per document, or per chunk online) and the three tables."""
+
+    scores: pl.DataFrame
+    main: pl.DataFrame
+    k_sweep: pl.DataFrame
+    decomposition: pl.DataFrame
+    forward_passes: dict[str, int]
+
+    def markdown(self) -> str:
+        passes = ", ".join(f"{name} {n}" for name, n in self.forward_passes.items())
+        return f"Forward passes per document: {passes}\n\n" + "\n\n".join(
+            f"## {title}\n\n{to_markdown(table)}"
+            for title, table in (
+                ("Methods", self.main),
+                ("k sweep", self.k_sweep),
+                ("Min-K%++ decomposition", self.decomposition),
+            )
+        )
+
+    def write(self, directory: Path) -> list[Path]:
+        """Write scores.parquet, tables.md, one CSV per table and tables.json."""
+        directory.mkdir(parents=True, exist_ok=True)
+        tables = {"main": self.main, "k_sweep": self.k_sweep, "decomposition": self.decomposition}
+        written = [directory / "scores.parquet", directory / "tables.md", directory / "tables.json"]
+        self.scores.write_parquet(written[0])
+        written[1].write_text(self.markdown() + "\n")
+        content = {k: t.to_dicts() for k, t in tables.items()}
+        content["forward_passes"] = self.forward_passes
+        written[2].write_text(json.dumps(content, indent=2))
+        for name, table in tables.items():
+            path = directory / f"{name}.csv"
+            table.write_csv(path)
+            written.append(path)
+        return written
+
+
+def _tabulate(
+    labelled: pl.DataFrame, config: ScanConfig, k: int, forward_passes: dict[str, int]
+) -> BenchmarkResult:
+    scoring = config.scoring
+    columns = score_column_names(scoring.k_percentages, scoring.ablation_k_percentages)
+    return BenchmarkResult(
+        scores=labelled,
+        forward_passes=forward_passes,
+        main=metric_table(labelled, method_columns(labelled.columns, k), detailed=True),
+        k_sweep=metric_table(labelled, k_sweep_columns(columns)),
+        decomposition=metric_table(labelled, decomposition_columns(columns, k)),
+    )
+
+
+@contextmanager
+def _work_dir(work_dir: str | None) -> Iterator[str]:
+    if work_dir is not None:
+        yield work_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="minkscan-benchmark-") as directory:
+        yield directory
+
+
+def _read_scores(config: ScanConfig) -> pl.DataFrame:
+    output = config.data.output
+    fs = filesystem_for([output], config.data.s3)
+    return pl.from_arrow(ScoreOutput(fs, fs_path(output)).read()).drop("source", "row")
+
+
+def run_benchmark(
+    config: ScanConfig, data: pl.DataFrame, k: int = 20, work_dir: str | None = None
+) -> BenchmarkResult:
+    """Score ``data`` (see `read_labelled`) with `run_scoring` and tabulate.
+
+    Besides the single-pass methods, the tables hold every baseline enabled in
+    ``config.baselines`` (each a stage of the pipeline). The ids and texts are written as
+    the pipeline's input under ``work_dir`` and scored into ``work_dir/scores``; the
+    default, a temporary local directory, suits the embedded Ray and single-node clusters,
+    while a multi-node cluster needs shared storage (e.g. s3://bucket/prefix). A
+    ``work_dir`` that already holds scores is resumed, not re-scored.
+    """
+    with _work_dir(work_dir) as directory:
+        fs = filesystem_for([directory], config.data.s3)
+        base = directory.rstrip("/")
+        fs.create_dir(fs_path(f"{base}/input"), recursive=True)
+        with fs.open_output_stream(fs_path(f"{base}/input/labelled.parquet")) as stream:
+            pq.write_table(data.select("id", "text").to_arrow(), stream)
+        data_config = config.data.model_copy(
+            update={
+                "input": [f"{base}/input/labelled.parquet"],
+                "output": f"{base}/scores",
+                "text_column": "text",
+                "id_column": "id",
+                "skip_bad_shards": False,
+            }
+        )
+        config = config.model_copy(update={"data": data_config})
+        with ray_session(config):
+            summary = run_scoring(config)
+        scores = _read_scores(config)
+    labelled = data.drop("text").join(scores, on="id", how="left", maintain_order="left")
+    return _tabulate(labelled, config, k, summary.forward_passes)
+
+
+def run_online_benchmark(
+    config: ScanConfig, data: pl.DataFrame, k: int = 20, chunk_tokens: int = 32, seed: int = 0
+) -> BenchmarkResult:
+    """Chunk-level tables in the online setting built from ``data`` (see `online_setting`).
+
+    Scores in-process, one forward pass per text: each chunk is conditioned on all the text
+    before it, which sliding windows would cut, so ``scoring.window_stride`` must be unset.
+    """
+    if config.scoring.window_stride is not None:
+        raise ConfigError(
+            "'scoring.window_stride': online detection conditions every chunk on all the text "
+            "before it, so it cannot use sliding windows"
+        )
+    scorer = DocumentScorer(load_model(config.model), config.scoring)
+    setting = online_setting(data, seed)
+    chunks = chunk_scores(scorer, setting["id"].to_list(), setting["text"].to_list(), chunk_tokens)
+    passes = {"all chunks of a document": 1}
+    return _tabulate(label_chunks(scorer, setting, chunks), config, k, passes)

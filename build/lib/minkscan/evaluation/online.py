@@ -1,0 +1,121 @@
+"""Online detection (Min-K%++ paper, appendix C): score consecutive chunks of a long text.
+
+Each chunk of C scored tokens is conditioned on all preceding text; one forward pass per
+document yields every chunk's token statistics, which are then aggregated chunk by chunk
+with the same per-document aggregation as offline scoring.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import polars as pl
+import torch
+
+from minkscan.models.forward import batch_token_stats
+from minkscan.scorer import DocumentScorer
+from minkscan.scoring.aggregate import document_scores
+
+
+@torch.inference_mode()
+def chunk_scores(
+    scorer: DocumentScorer, ids: Sequence[str], texts: Sequence[object], chunk_tokens: int = 32
+) -> pl.DataFrame:
+    """One row per chunk: id, chunk, token_start, token_end (scored-token span) and scores.
+
+    Token positions count scored tokens (position 0 predicts the document's second token);
+    the last chunk of a document may be shorter. Unscorable documents yield no rows.
+    """
+    if chunk_tokens < 1:
+        raise ValueError("chunk_tokens must be >= 1")
+    scoring = scorer.scoring
+    rows: dict[str, list] = {"id": [], "chunk": [], "token_start": [], "token_end": []}
+    for name in scorer.columns:
+        rows[name] = []
+    tokenizer = scorer.loaded.tokenizer
+    for doc_id, document in zip(ids, scorer.encode(texts), strict=True):
+        if document.n_scored == 0:
+            continue
+        stats = batch_token_stats(
+            scorer.loaded.model,
+            scorer.pad([document.input_ids]),
+            head=scorer.head,
+            row_chunk=scoring.row_chunk,
+            vocab_chunk=scoring.vocab_chunk,
+        )
+        starts = list(range(0, document.n_scored, chunk_tokens))
+        ends = [min(s + chunk_tokens, document.n_scored) for s in starts]
+        chunk_texts = [
+            tokenizer.decode(document.input_ids[s + 1 : e + 1])
+            for s, e in zip(starts, ends, strict=True)
+        ]
+        scores = document_scores(
+            stats,
+            torch.tensor([e - s for s, e in zip(starts, ends, strict=True)]),
+            chunk_texts,
+            scoring.k_percentages,
+            scoring.ablation_k_percentages,
+        )
+        rows["id"] += [doc_id] * len(starts)
+        rows["chunk"] += list(range(len(starts)))
+        rows["token_start"] += starts
+        rows["token_end"] += ends
+        for name in scorer.columns:
+            rows[name] += scores[name].tolist()
+    schema = {"id": pl.Utf8, "chunk": pl.Int64, "token_start": pl.Int64, "token_end": pl.Int64}
+    return pl.DataFrame(rows, schema=schema | {c: pl.Float64 for c in scorer.columns})
+
+
+def online_setting(data: pl.DataFrame, seed: int = 0) -> pl.DataFrame:
+    """The paper's online setting from labelled data: a non-member text, then a member text.
+
+    Each non-member is paired with a random member; each part keeps a random number of its
+    words (at least half). Returns id, text and prefix (the non-member part).
+    """
+    rng = random.Random(seed)
+    data = data.filter(pl.col("text").str.strip_chars().str.len_chars() > 0)
+    non_members = data.filter(pl.col("label") == 0)["text"].to_list()
+    members = data.filter(pl.col("label") == 1)["text"].to_list()
+    if not non_members or not members:
+        raise ValueError("the online setting needs both members (1) and non-members (0)")
+
+    def random_prefix(text: str) -> str:
+        words = text.split()
+        return " ".join(words[: rng.randint((len(words) + 1) // 2, len(words))])
+
+    prefixes = [random_prefix(text) for text in non_members]
+    suffixes = [random_prefix(rng.choice(members)) for _ in non_members]
+    return pl.DataFrame(
+        {
+            "id": [f"online:{i}" for i in range(len(prefixes))],
+            "text": [f"{p} {s}" for p, s in zip(prefixes, suffixes, strict=True)],
+            "prefix": prefixes,
+        }
+    )
+
+
+def label_chunks(
+    scorer: DocumentScorer, setting: pl.DataFrame, chunks: pl.DataFrame
+) -> pl.DataFrame:
+    """Chunks of `chunk_scores` over `online_setting` texts with ``label`` and ``group``.
+
+    Scored position p predicts token p + 1; a chunk is a member (1) when all its predicted
+    tokens lie after the non-member prefix, a non-member (0) when all lie inside it, and
+    is dropped when it straddles the boundary (the boundary is the prefix's token count).
+    """
+    boundaries = [len(doc.input_ids) for doc in scorer.encode(setting["prefix"].to_list())]
+    boundary = pl.DataFrame({"id": setting["id"], "boundary": boundaries})
+    return (
+        chunks.join(boundary, on="id")
+        .with_columns(
+            pl.when(pl.col("token_start") + 1 >= pl.col("boundary"))
+            .then(1)
+            .when(pl.col("token_end") < pl.col("boundary"))
+            .then(0)
+            .alias("label"),
+            pl.lit("online").alias("group"),
+        )
+        .drop_nulls("label")
+        .drop("boundary")
+    )

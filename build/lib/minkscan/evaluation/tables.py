@@ -1,0 +1,119 @@
+"""Paper-style benchmark tables from a scored, labelled frame (one row per document).
+
+The frame holds ``label`` (1 = member), ``group`` (e.g. length or domain) and the score
+columns of `minkscan.scoring.aggregate`. Every table is a polars DataFrame with one row
+per method; rows whose score is null (unscorable documents) are left out per method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from minkscan.evaluation.metrics import auroc, bootstrap_interval, fpr_at_tpr, tpr_at_fpr
+
+ALL_GROUPS = "all"
+BOOTSTRAP_RESAMPLES = 200
+
+
+def method_columns(score_columns: Sequence[str], k: int) -> dict[str, str]:
+    """Main-table methods (display name -> score column) at the paper's default k."""
+    wanted = {
+        "Loss": "loss",
+        "Zlib": "zlib",
+        "Lowercase": "lowercase",
+        "Ref": "ref",
+        "Neighbor": "neighbor",
+        "Min-K%": f"mink_k{k}",
+        "Min-K%++": f"minkpp_k{k}",
+    }
+    return {name: column for name, column in wanted.items() if column in score_columns}
+
+
+def decomposition_columns(score_columns: Sequence[str], k: int) -> dict[str, str]:
+    """The Min-K%++ ablation rows: raw log p, minus mu, over sigma, both."""
+    wanted = {
+        "log p": f"mink_k{k}",
+        "-mu": f"minkpp_mu_k{k}",
+        "/sigma": f"minkpp_sigma_k{k}",
+        "both": f"minkpp_k{k}",
+    }
+    return {name: column for name, column in wanted.items() if column in score_columns}
+
+
+def k_sweep_columns(score_columns: Sequence[str]) -> dict[str, str]:
+    """Every Min-K% and Min-K%++ k present in the scores."""
+    return {
+        column.replace("minkpp_k", "Min-K%++ k=").replace("mink_k", "Min-K% k="): column
+        for column in score_columns
+        if column.startswith(("mink_k", "minkpp_k"))
+    }
+
+
+def _groups(frame: pl.DataFrame) -> list[str]:
+    groups = sorted(frame["group"].cast(pl.Utf8).unique().to_list())
+    return groups + [ALL_GROUPS] if len(groups) > 1 else groups
+
+
+def metric_table(
+    frame: pl.DataFrame,
+    methods: dict[str, str],
+    fpr_target: float = 0.05,
+    *,
+    detailed: bool = False,
+    n_resamples: int = BOOTSTRAP_RESAMPLES,
+) -> pl.DataFrame:
+    """One row per method; ``auroc_<group>`` and ``tpr@<fpr>_<group>`` columns per group.
+
+    ``detailed`` adds, per group, the 95% bootstrap interval of AUROC (``auroc_<group>_lo``,
+    ``auroc_<group>_hi``; ``n_resamples`` stratified resamples, fixed seed), ``tpr@0.01fpr``
+    and ``fpr@0.95tpr``.
+    """
+    frame = frame.with_columns(pl.col("group").cast(pl.Utf8))
+    tpr_name = f"tpr@{fpr_target:g}fpr"
+    rows = []
+    for name, column in methods.items():
+        row: dict[str, object] = {"method": name, "column": column}
+        for group in _groups(frame):
+            subset = frame if group == ALL_GROUPS else frame.filter(pl.col("group") == group)
+            subset = subset.drop_nulls(column)
+            labels, scores = subset["label"].to_list(), subset[column].to_list()
+            try:
+                row[f"auroc_{group}"] = auroc(labels, scores)
+                if detailed:
+                    interval = bootstrap_interval(auroc, labels, scores, n_resamples=n_resamples)
+                    row[f"auroc_{group}_lo"] = interval.low
+                    row[f"auroc_{group}_hi"] = interval.high
+                row[f"{tpr_name}_{group}"] = tpr_at_fpr(labels, scores, fpr_target)
+                if detailed:
+                    row[f"tpr@0.01fpr_{group}"] = tpr_at_fpr(labels, scores, 0.01)
+                    row[f"fpr@0.95tpr_{group}"] = fpr_at_tpr(labels, scores, 0.95)
+            except ValueError as error:
+                raise ValueError(f"method {name}, group {group}: {error}") from None
+        rows.append(row)
+    return pl.DataFrame(rows)
+
+
+def _with_intervals(table: pl.DataFrame, digits: int) -> pl.DataFrame:
+    """Fold ``X_lo`` / ``X_hi`` columns into ``X`` as text "value [lo, hi]"."""
+    for column in [c for c in table.columns if f"{c}_lo" in table.columns]:
+        low, high = f"{column}_lo", f"{column}_hi"
+        cells = [
+            f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+            for v, lo, hi in zip(table[column], table[low], table[high], strict=True)
+        ]
+        table = table.with_columns(pl.Series(column, cells)).drop(low, high)
+    return table
+
+
+def to_markdown(table: pl.DataFrame, digits: int = 3) -> str:
+    """A GitHub-flavoured Markdown table; floats rounded to ``digits``, intervals inline."""
+    table = _with_intervals(table, digits)
+    header = "| " + " | ".join(table.columns) + " |"
+    rule = "|" + "|".join("---" for _ in table.columns) + "|"
+    lines = [header, rule]
+    for row in table.iter_rows():
+        cells = [f"{v:.{digits}f}" if isinstance(v, float) else str(v) for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

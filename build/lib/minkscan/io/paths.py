@@ -1,0 +1,49 @@
+"""Local and ``s3://`` paths: the one pyarrow filesystem of a run and paths as it sees them.
+
+Everything goes through one pyarrow filesystem per run, so Ray Data reads and writes local
+disk and S3 the same way; paths handed to Ray are filesystem paths (no ``s3://`` prefix).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.fs as pafs
+
+from minkscan.config import S3Config
+
+S3_SCHEME = "s3://"
+
+
+def is_s3(path: str) -> bool:
+    return path.startswith(S3_SCHEME)
+
+
+def s3_filesystem(options: S3Config) -> pafs.S3FileSystem:
+    """A pyarrow S3 filesystem from the config; unset options fall back to the AWS env vars."""
+    kwargs: dict[str, object] = {"anonymous": options.anon}
+    if options.endpoint_url:
+        kwargs["endpoint_override"] = options.endpoint_url
+        if options.endpoint_url.startswith("http://"):
+            kwargs["scheme"] = "http"
+    if options.region:
+        kwargs["region"] = options.region
+    if options.access_key_id:
+        kwargs["access_key"] = options.access_key_id
+        kwargs["secret_key"] = options.secret_access_key
+    return pafs.S3FileSystem(**kwargs)
+
+
+def filesystem_for(paths: list[str], options: S3Config) -> pafs.FileSystem:
+    """The one filesystem serving all ``paths``: S3 or local, never a mix."""
+    kinds = {is_s3(p) for p in paths}
+    if len(kinds) > 1:
+        raise ValueError(f"inputs and output mix s3:// and local paths: {paths}")
+    return s3_filesystem(options) if kinds == {True} else pafs.LocalFileSystem()
+
+
+def fs_path(path: str) -> str:
+    """The path as the filesystem sees it: ``bucket/key`` for S3, absolute for local."""
+    if is_s3(path):
+        return path[len(S3_SCHEME) :].rstrip("/")
+    return str(Path(path).expanduser().resolve())

@@ -1,0 +1,397 @@
+"""Input documents: which files an input spec names, how they are cut into pieces, and how
+one piece is read into the rows the pipeline scores.
+
+A *piece* is the unit of work and of completion: a range of whole Parquet row groups (about
+``data.piece_rows`` rows) or a whole file for formats without an index. Pieces are planned
+from file listings and Parquet footers only, so planning and resuming cost O(files), never
+O(rows). Every piece is read into the same columns (``id`` and ``text`` as strings,
+``source``, ``row``, ``_piece``, ``_status``), whatever types its file had, so shards that
+disagree on types cannot break the run, and a row whose text cannot be decoded gets a
+status instead of failing its piece.
+
+Derived ids are ``<path relative to the input root>:<row>``: they survive moving the data
+and do not depend on Ray.
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import gzip
+import hashlib
+import io
+import json
+import posixpath
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.fs as pafs
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from minkscan.errors import RunFailed, UserError
+from minkscan.io.paths import fs_path
+from minkscan.text.tokenize import BAD_ENCODING, NOT_TEXT
+
+ID, TEXT, SOURCE, ROW, PIECE, PRESET_STATUS = "id", "text", "source", "row", "_piece", "_status"
+GLOB_CHARS = "*?["
+FORMATS = ("parquet", "jsonl", "csv", "arrow")
+_EXTENSIONS = {
+    ".parquet": "parquet",
+    ".jsonl": "jsonl",
+    ".jsonl.gz": "jsonl",
+    ".csv": "csv",
+    ".csv.gz": "csv",
+    ".arrow": "arrow",
+}
+# Rows per block yielded by a piece read: small blocks keep every scoring actor busy.
+READ_BLOCK_ROWS = 1024
+
+
+class ShardError(RunFailed):
+    """An input shard cannot be read; the message names its path."""
+
+
+class InputError(UserError, ValueError):
+    """An input spec names nothing readable; the message names the spec."""
+
+
+def file_format(path: str) -> str | None:
+    """The format of ``path`` from its extension (None: not an input file)."""
+    name = posixpath.basename(path).lower()
+    for extension, kind in sorted(_EXTENSIONS.items(), key=lambda item: -len(item[0])):
+        if name.endswith(extension):
+            return kind
+    return None
+
+
+def _walk(fs: pafs.FileSystem, directory: str) -> list[str]:
+    selector = pafs.FileSelector(directory, recursive=True)
+    return sorted(
+        info.path
+        for info in fs.get_file_info(selector)
+        if info.type == pafs.FileType.File
+        and not any(part.startswith(("_", ".")) for part in info.path[len(directory) :].split("/"))
+    )
+
+
+def _spec_root(spec_path: str) -> str:
+    """The directory an input spec is relative to: the spec if a directory, the part before
+    the first glob character, else the file's parent."""
+    if any(c in spec_path for c in GLOB_CHARS):
+        return spec_path[: min(spec_path.index(c) for c in GLOB_CHARS if c in spec_path)].rsplit(
+            "/", 1
+        )[0]
+    return spec_path
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One input file: where it is, its path relative to the input root and its format."""
+
+    path: str
+    relpath: str
+    format: str
+
+    @property
+    def key(self) -> str:
+        """A short stable key of the relative path, used in output file names."""
+        return hashlib.sha1(self.relpath.encode()).hexdigest()[:16]
+
+
+def discover(
+    specs: list[str], fs: pafs.FileSystem, *, format: str | None = None, root: str | None = None
+) -> tuple[list[InputFile], str]:
+    """Every input file named by ``specs`` (local or ``s3://``) and the input root their
+    relative paths start from (``root``, else the common directory of the specs).
+
+    A directory with a Hugging Face ``save_to_disk`` layout (``state.json``) is read as its
+    Arrow files. Files whose format is unknown are ignored inside directories and refused
+    when named directly.
+    """
+    if not specs:
+        raise InputError("no input given (data.input / --input)")
+    found: list[str] = []
+    roots: list[str] = []
+    for spec in specs:
+        path = fs_path(spec)
+        info = fs.get_file_info(path)
+        if any(c in path for c in GLOB_CHARS):
+            base = _spec_root(path)
+            matches = [p for p in _walk(fs, base) if fnmatch.fnmatch(p, path)]
+            roots.append(base)
+        elif info.type == pafs.FileType.Directory:
+            matches = _walk(fs, path)
+            roots.append(path)
+        elif info.type == pafs.FileType.File:
+            if format is None and file_format(path) is None:
+                raise InputError(
+                    f"input {spec}: unknown format (extensions: {', '.join(_EXTENSIONS)}; "
+                    "or --format)"
+                )
+            matches = [path]
+            roots.append(posixpath.dirname(path))
+        else:
+            raise InputError(f"input not found: {spec}")
+        if format is None:
+            matches = [p for p in matches if file_format(p) is not None]
+        if not matches:
+            raise InputError(f"no input files match {spec} (formats: {', '.join(FORMATS)})")
+        found.extend(matches)
+    input_root = fs_path(root) if root else posixpath.commonpath(roots)
+    files = []
+    for path in sorted(set(found)):
+        if not path.startswith(input_root + "/"):
+            raise InputError(f"input {path} is outside the input root {input_root}")
+        files.append(InputFile(path, path[len(input_root) + 1 :], format or file_format(path)))
+    return files, input_root
+
+
+def column_names(fs: pafs.FileSystem, file: InputFile) -> list[str]:
+    """The columns of a JSONL, CSV or Arrow file, from its header or first record only."""
+    if file.format == "arrow":
+        with fs.open_input_stream(file.path) as stream:
+            return pa.ipc.open_stream(stream).schema.names
+    compression = "gzip" if file.path.endswith(".gz") else None
+    with fs.open_input_stream(file.path, compression=compression) as stream:
+        first = io.TextIOWrapper(stream, encoding="utf-8", errors="replace").readline()
+    if file.format == "csv":
+        return next(csv.reader([first]), [])
+    try:
+        record = json.loads(first)
+    except json.JSONDecodeError as error:
+        raise ShardError(f"cannot read input shard {file.path}: {error}") from error
+    return list(record) if isinstance(record, dict) else []
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Rows [start, end) of one input file; ``end`` None until read (formats without an
+    index are read whole). ``done_rows`` are rows already committed by an earlier run."""
+
+    file: InputFile
+    start: int
+    end: int | None
+    row_groups: tuple[int, ...] = ()
+    done_rows: tuple[int, ...] = ()
+
+    def key(self, end: int | None = None) -> str:
+        return f"{self.file.key}-{self.start}-{self.end if end is None else end}"
+
+
+@dataclass(frozen=True)
+class InputPlan:
+    """The pieces to read, the files that cannot be opened ({path: reason}), and whether
+    the readable files carry the id column."""
+
+    pieces: list[Piece]
+    bad: dict[str, str]
+    has_ids: bool
+
+
+def plan_pieces(
+    fs: pafs.FileSystem,
+    files: list[InputFile],
+    *,
+    piece_rows: int,
+    text_column: str,
+    id_column: str,
+) -> InputPlan:
+    """Cut every file into pieces, reading footers (Parquet) or first records only.
+
+    A file that cannot be opened or lacks the text column is reported now, before any work,
+    instead of failing inside the pipeline. Ids must be in every file or in none.
+    """
+    pieces: list[Piece] = []
+    bad: dict[str, str] = {}
+    with_ids: dict[str, bool] = {}
+    for file in files:
+        try:
+            if file.format == "parquet":
+                with fs.open_input_file(file.path) as handle:
+                    metadata = pq.ParquetFile(handle).metadata
+                names = metadata.schema.to_arrow_schema().names
+            else:
+                metadata, names = None, column_names(fs, file)
+            if text_column not in names:
+                raise ShardError(f"no column '{text_column}' (has {names[:10]})")
+        except (OSError, ValueError, ShardError) as error:
+            bad[file.path] = str(error)
+            continue
+        with_ids[file.relpath] = id_column in names
+        if metadata is None:
+            pieces.append(Piece(file, 0, None))
+            continue
+        start, groups, rows = 0, [], 0
+        for index in range(metadata.num_row_groups):
+            groups.append(index)
+            rows += metadata.row_group(index).num_rows
+            if rows >= piece_rows or index == metadata.num_row_groups - 1:
+                if rows:
+                    pieces.append(Piece(file, start, start + rows, tuple(groups)))
+                start, groups, rows = start + rows, [], 0
+    if len(set(with_ids.values())) > 1:
+        missing = sorted(path for path, has in with_ids.items() if not has)
+        raise ShardError(
+            f"id column '{id_column}' is missing from some inputs ({', '.join(missing[:5])}): "
+            "give it in every file, or in none to derive ids from file and row"
+        )
+    return InputPlan(pieces, bad, any(with_ids.values()))
+
+
+def limit_pieces(
+    fs: pafs.FileSystem, pieces: list[Piece], limit: int, text_column: str
+) -> list[Piece]:
+    """The pieces holding the first ``limit`` rows, the last one cut short. Files without an
+    index are read here to count their rows, only until the limit is reached."""
+    kept: list[Piece] = []
+    remaining = limit
+    for piece in pieces:
+        if remaining <= 0:
+            break
+        rows = (
+            piece.end - piece.start if piece.end is not None
+            else _read_table(fs, piece, [text_column]).num_rows
+        )  # fmt: skip
+        take = min(rows, remaining)
+        kept.append(Piece(piece.file, piece.start, piece.start + take, piece.row_groups))
+        remaining -= take
+    return kept
+
+
+def _read_table(fs: pafs.FileSystem, piece: Piece, columns: list[str]) -> pa.Table:
+    """The raw columns of a piece (those of ``columns`` the file has)."""
+    file = piece.file
+    if file.format == "parquet":
+        with fs.open_input_file(file.path) as handle:
+            parquet = pq.ParquetFile(handle)
+            present = [c for c in columns if c in parquet.schema_arrow.names]
+            return parquet.read_row_groups(list(piece.row_groups), columns=present)
+    with fs.open_input_stream(file.path) as stream:
+        raw = stream.read()
+    if file.path.endswith(".gz"):
+        raw = gzip.decompress(raw)
+    if file.format == "jsonl":
+        table = pajson.read_json(io.BytesIO(raw))
+    elif file.format == "csv":
+        table = pacsv.read_csv(io.BytesIO(raw))
+    else:
+        table = pa.ipc.open_stream(io.BytesIO(raw)).read_all()
+    return table.select([c for c in columns if c in table.column_names])
+
+
+def _text_and_status(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
+    """The text column as strings plus a preset status per row: ``bad_encoding`` for bytes
+    that are not UTF-8, ``not_text`` for values of a non-text type, null otherwise."""
+    array = column.combine_chunks()
+    n = len(array)
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        try:
+            array.validate(full=True)
+            return array.cast(pa.large_string()), pa.nulls(n, pa.string())
+        except pa.ArrowInvalid:
+            array = array.cast(pa.large_binary() if pa.types.is_large_string(array.type)
+                               else pa.binary())  # fmt: skip
+    if pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type):
+        texts, statuses = [], []
+        for value in array.to_pylist():
+            try:
+                texts.append(None if value is None else value.decode("utf-8"))
+                statuses.append(None)
+            except UnicodeDecodeError:
+                texts.append(None)
+                statuses.append(BAD_ENCODING)
+        return pa.array(texts, pa.large_string()), pa.array(statuses, pa.string())
+    if pa.types.is_null(array.type):
+        return pa.nulls(n, pa.large_string()), pa.nulls(n, pa.string())
+    statuses = pa.array([None if v is None else NOT_TEXT for v in array.to_pylist()], pa.string())
+    return pa.nulls(n, pa.large_string()), statuses
+
+
+def _ids_as_strings(column: pa.ChunkedArray) -> pa.Array:
+    array = column.combine_chunks()
+    try:
+        return array.cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.array([None if v is None else str(v) for v in array.to_pylist()], pa.string())
+
+
+def read_piece(
+    fs: pafs.FileSystem,
+    piece: Piece,
+    *,
+    text_column: str,
+    id_column: str | None,
+    keep_columns: tuple[str, ...] = (),
+) -> Iterator[pa.Table]:
+    """The rows of ``piece`` not yet committed, in blocks, with the pipeline's columns.
+
+    ``id_column`` None derives ids from the relative path and row. Raises ShardError naming
+    the file when it cannot be read (a broken footer or data page, a missing column).
+    """
+    columns = [text_column, *([id_column] if id_column else []), *keep_columns]
+    try:
+        table = _read_table(fs, piece, columns)
+    except (OSError, ValueError, pa.ArrowException) as error:
+        raise ShardError(f"cannot read input shard {piece.file.path}: {error}") from error
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise ShardError(f"cannot read input shard {piece.file.path}: no column(s) {missing}")
+    if piece.end is not None:  # a piece cut short by data.limit
+        table = table.slice(0, piece.end - piece.start)
+    end = piece.start + table.num_rows
+    rows = np.arange(piece.start, end, dtype=np.int64)
+    text, status = _text_and_status(table[text_column])
+    relpath = piece.file.relpath
+    ids = (
+        _ids_as_strings(table[id_column]) if id_column
+        else pa.array([f"{relpath}:{row}" for row in rows.tolist()], pa.string())
+    )  # fmt: skip
+    out = pa.table(
+        {
+            ID: ids,
+            TEXT: text,
+            SOURCE: pa.array([relpath] * table.num_rows, pa.string()),
+            ROW: rows,
+            PIECE: pa.array([piece.key(end)] * table.num_rows, pa.string()),
+            PRESET_STATUS: status,
+            **{name: table[name] for name in keep_columns},
+        }
+    )
+    if piece.done_rows:
+        done = pa.array(np.asarray(piece.done_rows, dtype=np.int64))
+        out = out.filter(pc.invert(pc.is_in(out[ROW], value_set=done)))
+    for offset in range(0, out.num_rows, READ_BLOCK_ROWS):
+        yield out.slice(offset, READ_BLOCK_ROWS)
+
+
+def read_ids(fs: pafs.FileSystem, piece: Piece, id_column: str) -> pa.Array:
+    """The ids of a piece as strings, reading the id column alone where the format allows."""
+    try:
+        table = _read_table(fs, piece, [id_column])
+    except (OSError, ValueError, pa.ArrowException) as error:
+        raise ShardError(f"cannot read input shard {piece.file.path}: {error}") from error
+    if piece.end is not None:
+        table = table.slice(0, piece.end - piece.start)
+    return _ids_as_strings(table[id_column])
+
+
+def piece_descriptor(piece: Piece) -> dict[str, str]:
+    """A piece as one JSON string (Ray Data items stay plain strings)."""
+    return {"piece": json.dumps(
+        {"path": piece.file.path, "relpath": piece.file.relpath, "format": piece.file.format,
+         "start": piece.start, "end": piece.end, "row_groups": list(piece.row_groups),
+         "done_rows": list(piece.done_rows)}
+    )}  # fmt: skip
+
+
+def piece_from_descriptor(text: str) -> Piece:
+    value = json.loads(text)
+    file = InputFile(value["path"], value["relpath"], value["format"])
+    return Piece(
+        file, value["start"], value["end"], tuple(value["row_groups"]), tuple(value["done_rows"])
+    )

@@ -1,0 +1,1 @@
+"""Model loading and the forward pass that feeds the scoring math."""

@@ -1,0 +1,172 @@
+"""Nightly scans: re-score only input shards whose content changed, then report and diff.
+
+Each input shard is fingerprinted by the SHA-256 of its bytes (works the same on local disk
+and S3; ETags are not used because multipart uploads make them differ for equal content).
+All new and changed shards of one scan are scored by one `run_scoring` call into
+``<output>/runs/run-NNNN/``; ``<output>/_nightly_manifest.json`` records each shard's
+fingerprint and the run holding its scores (rows are matched back to shards by their
+``source``, the shard's path relative to the input root, which every run shares),
+plus the previous report's results, so the next scan knows what is new, changed or removed
+and what to diff against. Runs no shard refers to any more are deleted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+import pyarrow.fs as pafs
+
+from minkscan.calibration.threshold import Calibration
+from minkscan.config import ScanConfig
+from minkscan.distributed.runner import run_scoring
+from minkscan.io.paths import filesystem_for, fs_path
+from minkscan.io.scores import ScoreOutput
+from minkscan.io.sources import discover
+from minkscan.reporting.render import json_summary, write_report
+from minkscan.reporting.summary import build_report
+
+MANIFEST_NAME = "_nightly_manifest.json"
+READ_BLOCK = 1 << 22
+
+
+@dataclass(frozen=True)
+class ShardChanges:
+    """Input shards sorted by what the scan must do with them."""
+
+    new: list[str]
+    changed: list[str]
+    unchanged: list[str]
+    removed: list[str]
+
+    @property
+    def to_score(self) -> list[str]:
+        return self.new + self.changed
+
+
+def fingerprint(fs: pafs.FileSystem, path: str) -> str:
+    """SHA-256 of the file's bytes, streamed."""
+    digest = hashlib.sha256()
+    with fs.open_input_stream(path) as stream:
+        while block := stream.read(READ_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def plan_changes(current: dict[str, str], previous: dict[str, str]) -> ShardChanges:
+    """Compare {shard path: fingerprint} of this scan with the last one."""
+    return ShardChanges(
+        new=sorted(p for p in current if p not in previous),
+        changed=sorted(p for p in current if p in previous and previous[p] != current[p]),
+        unchanged=sorted(p for p in current if previous.get(p) == current[p]),
+        removed=sorted(p for p in previous if p not in current),
+    )
+
+
+def _read_manifest(fs: pafs.FileSystem, path: str) -> dict:
+    if fs.get_file_info(path).type != pafs.FileType.File:
+        return {"shards": {}, "results": []}
+    with fs.open_input_stream(path) as stream:
+        return json.loads(stream.read())
+
+
+def _write_text(fs: pafs.FileSystem, path: str, text: str) -> None:
+    with fs.open_output_stream(path) as stream:
+        stream.write(text.encode())
+
+
+def diff_results(previous: list[dict], current: list[dict]) -> list[dict]:
+    """Per (group, method): flagged fraction and contamination before and now."""
+    before = {(row["group"], row["method"]): row for row in previous}
+    rows = []
+    for row in current:
+        old = before.get((row["group"], row["method"]))
+        rows.append(
+            {
+                "group": row["group"],
+                "method": row["method"],
+                "flagged_before": old["flagged_fraction"] if old else None,
+                "flagged_now": row["flagged_fraction"],
+                "contamination_before": old["contamination"] if old else None,
+                "contamination_now": row["contamination"],
+            }
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class NightlyResult:
+    changes: ShardChanges
+    report_paths: list[Path]
+    diff_path: Path
+
+
+def nightly_scan(
+    config: ScanConfig, calibration: Calibration, report_dir: str | Path
+) -> NightlyResult:
+    """Score new/changed shards of ``config.data.input``, report over all shards, diff."""
+    data = config.data
+    if not data.output:
+        raise ValueError("no output given (data.output)")
+    fs = filesystem_for([*data.input, data.output], data.s3)
+    root = fs_path(data.output)
+    prefix = data.output.rstrip("/")
+    manifest_path = f"{root}/{MANIFEST_NAME}"
+    manifest = _read_manifest(fs, manifest_path)
+    previous = {path: entry["sha256"] for path, entry in manifest["shards"].items()}
+    files, input_root = discover(data.input, fs, format=data.format)
+    paths = {file.relpath: file.path for file in files}
+    current = {relpath: fingerprint(fs, path) for relpath, path in paths.items()}
+    changes = plan_changes(current, previous)
+
+    runs = {path: entry["run"] for path, entry in manifest["shards"].items() if path in current}
+    if changes.to_score:
+        run = f"run-{manifest.get('scans', 0) + 1:04d}"
+        scheme = "s3://" if prefix.startswith("s3://") else ""
+        run_data = data.model_copy(
+            update={
+                "input": [scheme + paths[relpath] for relpath in changes.to_score],
+                "input_root": scheme + input_root,
+                "output": f"{prefix}/runs/{run}",
+            }
+        )
+        run_scoring(config.model_copy(update={"data": run_data}))
+        runs.update(dict.fromkeys(changes.to_score, run))
+    for stale in {entry["run"] for entry in manifest["shards"].values()}:
+        if stale not in runs.values():
+            fs.delete_dir(f"{root}/runs/{stale}")
+
+    run_tables = {run: pl.from_arrow(ScoreOutput(fs, f"{root}/runs/{run}").read())
+                  for run in set(runs.values())}  # fmt: skip
+    frames = [
+        run_tables[runs[relpath]].filter(pl.col("source") == relpath).rename({"source": "shard"})
+        for relpath in sorted(current)
+    ]
+    report = build_report(
+        pl.concat(frames, how="diagonal_relaxed").lazy(), calibration, group_column="shard"
+    )
+    report_paths = write_report(report, report_dir)
+    summary = json_summary(report)
+    diff = {
+        "scanned_at": dt.datetime.now(dt.UTC).isoformat(),
+        "previous_scan": manifest.get("scanned_at"),
+        "new": changes.new,
+        "changed": changes.changed,
+        "removed": changes.removed,
+        "unchanged": changes.unchanged,
+        "results": diff_results(manifest["results"], summary["results"]),
+    }
+    diff_path = Path(report_dir) / "diff.json"
+    diff_path.write_text(json.dumps(diff, indent=2))
+    new_manifest = {
+        "scanned_at": diff["scanned_at"],
+        "scans": manifest.get("scans", 0) + 1,
+        "shards": {path: {"sha256": sha, "run": runs[path]} for path, sha in current.items()},
+        "results": summary["results"],
+    }
+    _write_text(fs, manifest_path, json.dumps(new_manifest, indent=2))
+    return NightlyResult(changes, report_paths, diff_path)

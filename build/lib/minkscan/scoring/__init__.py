@@ -1,0 +1,1 @@
+"""Pure torch math: per-token distribution statistics and per-document scores."""

@@ -1,0 +1,112 @@
+"""From per-token statistics to per-document scores (pure torch).
+
+Every score is oriented so that higher means "more likely a member":
+
+    loss                 mean log p(x_t)                                  (Loss attack)
+    zlib                 loss / zlib-compressed byte length of the text   (Zlib attack)
+    mink_k{P}            mean of the lowest P% of log p                   (Min-K%)
+    minkpp_k{P}          mean of the lowest P% of (log p - mu) / sigma    (Min-K%++)
+    minkpp_mu_k{P}       ... of (log p - mu)          (ablation: no sigma normalisation)
+    minkpp_sigma_k{P}    ... of log p / sigma         (ablation: no mu calibration)
+
+with k = max(1, floor(P / 100 * n_scored_tokens)).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+import torch
+
+from minkscan.scoring.token_stats import TokenStats, safe_divide
+
+
+def score_column_names(
+    k_percentages: Sequence[int], ablation_k_percentages: Sequence[int]
+) -> list[str]:
+    """Names of the score columns, in output order."""
+    names = ["loss", "zlib"]
+    names += [f"mink_k{p}" for p in k_percentages]
+    names += [f"minkpp_k{p}" for p in k_percentages]
+    names += [f"minkpp_mu_k{p}" for p in ablation_k_percentages]
+    names += [f"minkpp_sigma_k{p}" for p in ablation_k_percentages]
+    return names
+
+
+def zlib_length(text: str) -> int:
+    """Byte length of the zlib-compressed UTF-8 text (the Zlib attack's denominator)."""
+    return len(zlib.compress(text.encode("utf-8")))
+
+
+def lowest_k_means(
+    values: torch.Tensor, lengths: torch.Tensor, percentages: Sequence[int]
+) -> torch.Tensor:
+    """Mean of the lowest max(1, floor(P/100 * n)) values of each row, for each P.
+
+    ``values`` is [docs, max_len] float64 with each row's first ``lengths[i]`` entries valid.
+    Returns [docs, len(percentages)]; NaN where a document has no valid value.
+    """
+    n_docs, max_len = values.shape
+    positions = torch.arange(max_len, device=values.device)
+    valid = positions[None, :] < lengths[:, None]
+    padded = torch.where(valid, values, torch.full_like(values, float("inf")))
+    sorted_values, _ = padded.sort(dim=1)
+    # Zero the padding after sorting so the running sums stay finite.
+    cumulative = torch.where(valid, sorted_values, torch.zeros_like(sorted_values)).cumsum(dim=1)
+    p = torch.tensor(list(percentages), device=values.device, dtype=torch.long)
+    k = torch.clamp((p[None, :] * lengths[:, None]) // 100, min=1)  # integer floor, no float error
+    k = torch.minimum(k, lengths[:, None].clamp_min(1))
+    if max_len == 0:
+        return torch.full((n_docs, len(p)), float("nan"), dtype=values.dtype, device=values.device)
+    sums = cumulative.gather(1, k - 1)
+    means = sums / k.to(values.dtype)
+    return torch.where(lengths[:, None] > 0, means, torch.full_like(means, float("nan")))
+
+
+def document_scores(
+    stats: TokenStats,
+    lengths: torch.Tensor,
+    texts: Sequence[str],
+    k_percentages: Sequence[int],
+    ablation_k_percentages: Sequence[int],
+) -> dict[str, torch.Tensor]:
+    """Aggregate flat per-token stats (documents laid end to end) into per-document scores.
+
+    ``lengths[i]`` is the number of scored tokens of document i; ``stats`` vectors have
+    ``lengths.sum()`` entries in document order. Returns float64 [docs] tensors keyed by
+    `score_column_names`, NaN for documents with no scored token.
+    """
+    lengths = lengths.to(torch.long).cpu()
+    n_docs = lengths.shape[0]
+    max_len = int(lengths.max()) if n_docs else 0
+    per_token = {
+        "logprob": stats.target_logprob,
+        "minkpp": stats.minkpp(),
+        "minkpp_mu": stats.target_logprob - stats.mean_logprob,
+        "minkpp_sigma": safe_divide(stats.target_logprob, stats.std_logprob),
+    }
+    doc_index = torch.repeat_interleave(torch.arange(n_docs), lengths)
+    offsets = torch.cumsum(lengths, 0) - lengths
+    column_index = torch.arange(int(lengths.sum())) - offsets[doc_index]
+    padded: dict[str, torch.Tensor] = {}
+    for name, flat in per_token.items():
+        grid = torch.zeros(n_docs, max_len, dtype=torch.float64)
+        grid[doc_index, column_index] = flat.detach().to(torch.float64).cpu()
+        padded[name] = grid
+
+    nan = torch.full((n_docs,), float("nan"), dtype=torch.float64)
+    loss = torch.where(lengths > 0, padded["logprob"].sum(1) / lengths.clamp_min(1), nan)
+    compressed = torch.tensor([max(1, zlib_length(t)) for t in texts], dtype=torch.float64)
+    scores = {"loss": loss, "zlib": loss / compressed}
+    groups = [
+        ("mink", "logprob", k_percentages),
+        ("minkpp", "minkpp", k_percentages),
+        ("minkpp_mu", "minkpp_mu", ablation_k_percentages),
+        ("minkpp_sigma", "minkpp_sigma", ablation_k_percentages),
+    ]
+    for prefix, source, percentages in groups:
+        means = lowest_k_means(padded[source], lengths, percentages)
+        for column, p in enumerate(percentages):
+            scores[f"{prefix}_k{p}"] = means[:, column]
+    return scores

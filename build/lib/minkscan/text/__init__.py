@@ -1,0 +1,1 @@
+"""Tokenisation with per-document status, and length-bucketed batching."""

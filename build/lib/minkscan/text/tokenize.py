@@ -1,0 +1,110 @@
+"""Text -> token ids with a per-document status, and length-bucketed batch plans.
+
+Follows the Min-K%++ reference code: ``tokenizer(text)`` with the tokenizer's default
+special tokens, and every token after the first is scored. ``prepend_bos`` adds a BOS
+token (when the tokenizer did not) so that the first text token is scored too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+OK = "ok"
+EMPTY = "empty"  # None, "", or only whitespace and NUL characters
+NOT_TEXT = "not_text"  # not a string
+BAD_ENCODING = "bad_encoding"  # bytes that are not UTF-8 (set when the input is read)
+TOO_SHORT = "too_short"  # fewer than two tokens: nothing to score
+TRUNCATED = "truncated"  # longer than max_tokens; scored on the first max_tokens tokens
+WINDOWED = "windowed"  # longer than max_tokens; every token scored with sliding windows
+SCORED_STATUSES = frozenset({OK, TRUNCATED, WINDOWED})
+
+
+@dataclass(frozen=True)
+class EncodedDocument:
+    """Token ids of one document and whether (and how) it can be scored."""
+
+    text: str
+    input_ids: tuple[int, ...]
+    status: str
+
+    @property
+    def n_scored(self) -> int:
+        """Positions with a next-token prediction: every token after the first."""
+        return len(self.input_ids) - 1 if self.status in SCORED_STATUSES else 0
+
+
+def bos_token_id(tokenizer: PreTrainedTokenizerBase) -> int:
+    """The id used by ``prepend_bos``: BOS, else EOS (GPT-2 style tokenizers share them)."""
+    for token_id in (tokenizer.bos_token_id, tokenizer.eos_token_id):
+        if token_id is not None:
+            return int(token_id)
+    raise ValueError("prepend_bos is set but the tokenizer has neither a BOS nor an EOS token")
+
+
+def encode_documents(
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[object],
+    *,
+    max_tokens: int,
+    prepend_bos: bool = False,
+    windowed: bool = False,
+) -> list[EncodedDocument]:
+    """Tokenise a batch of texts; bad inputs get a status instead of raising.
+
+    Documents over ``max_tokens`` are cut to it (status truncated), or with ``windowed``
+    keep all their tokens (status windowed) for sliding-window scoring.
+    """
+    bos = bos_token_id(tokenizer) if prepend_bos else None
+    documents: list[EncodedDocument | None] = [None] * len(texts)
+    valid_positions: list[int] = []
+    for position, text in enumerate(texts):
+        if text is None or (isinstance(text, str) and not text.replace("\x00", "").strip()):
+            documents[position] = EncodedDocument("", (), EMPTY)
+        elif not isinstance(text, str):
+            documents[position] = EncodedDocument("", (), NOT_TEXT)
+        else:
+            valid_positions.append(position)
+
+    if valid_positions:
+        encoded = tokenizer([texts[i] for i in valid_positions], add_special_tokens=True)[
+            "input_ids"
+        ]
+        for position, ids in zip(valid_positions, encoded, strict=True):
+            if bos is not None and (not ids or ids[0] != bos):
+                ids = [bos, *ids]
+            status = OK
+            if len(ids) > max_tokens:
+                ids, status = (ids, WINDOWED) if windowed else (ids[:max_tokens], TRUNCATED)
+            if len(ids) < 2:
+                status = TOO_SHORT
+            documents[position] = EncodedDocument(str(texts[position]), tuple(ids), status)
+    return [doc for doc in documents if doc is not None]
+
+
+def plan_batches(
+    lengths: Sequence[int], *, batch_tokens: int, max_batch_size: int
+) -> list[list[int]]:
+    """Group indices into batches of similar length under a padded-token budget.
+
+    Sorting by length keeps padding small; a batch of b documents padded to length L
+    holds b * L <= batch_tokens (a single document longer than the budget gets its own).
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in order:
+        longest = lengths[current[0]] if current else lengths[index]
+        if current and (
+            (len(current) + 1) * longest > batch_tokens or len(current) >= max_batch_size
+        ):
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches

@@ -1,0 +1,73 @@
+"""Every input format `minkscan score` reads gives the same rows, statuses and derived ids:
+JSON lines (plain and gzip), CSV, a Hugging Face `save_to_disk` directory, and JSONL on S3."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pyarrow.fs as pafs
+import pytest
+import ray
+from minkscan.cli import main
+from minkscan.io.scores import ScoreOutput
+
+TEXTS = ["The first document of the set.", "", "A third one, a little longer than that."]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def write_jsonl(directory: Path) -> str:
+    with gzip.open(directory / "docs.jsonl.gz", "wt") as stream:
+        for text in TEXTS:
+            stream.write(json.dumps({"text": text, "url": "https://example.org"}) + "\n")
+    return "docs.jsonl.gz"
+
+
+def write_csv(directory: Path) -> str:
+    pl.DataFrame({"text": TEXTS}).write_csv(directory / "docs.csv")
+    return "docs.csv"
+
+
+def write_hf_dataset(directory: Path) -> str:
+    import datasets
+
+    datasets.Dataset.from_dict({"text": TEXTS}).save_to_disk(str(directory / "hf"))
+    (arrow,) = (directory / "hf").glob("*.arrow")
+    return arrow.name
+
+
+@pytest.mark.parametrize(
+    "write", [write_jsonl, write_csv, write_hf_dataset], ids=lambda f: f.__name__
+)
+def test_each_format_is_scored_row_for_row_with_ids_from_its_relative_path(
+    write, tiny_llama_dir, tmp_path, capsys
+):
+    name = write(tmp_path)
+    source = tmp_path / "hf" if write is write_hf_dataset else tmp_path / name
+    code = main(["score", "--input", str(source), "--output", str(tmp_path / "out"),
+                 "--model", str(tiny_llama_dir)])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+
+    scores = ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out")).read()
+    frame = pl.from_arrow(scores).sort("row")
+    assert frame["id"].to_list() == [f"{name}:{row}" for row in range(3)]
+    assert frame["status"].to_list() == ["ok", "empty", "ok"]
+
+
+def test_jsonl_on_s3_is_read_and_scored(tiny_llama_dir, tmp_path, capsys, s3_server):
+    endpoint, client = s3_server
+    client.upload_file(str(tmp_path / write_jsonl(tmp_path)), "corpus", "raw/docs.jsonl.gz")
+    s3 = ["--set", f"data.s3={{endpoint_url: '{endpoint}', region: us-east-1, "
+          "access_key_id: testing, secret_access_key: testing}"]  # fmt: skip
+    code = main(["score", "--input", "s3://corpus/raw/", "--output", "s3://corpus/scores",
+                 "--model", str(tiny_llama_dir), *s3])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    assert "scored 3 documents" in capsys.readouterr().out
