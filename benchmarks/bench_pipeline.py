@@ -38,16 +38,13 @@ def main() -> None:
     del loaded
 
     with tempfile.TemporaryDirectory() as scratch:
-        config = Path(scratch) / "bench.yaml"
-        config.write_text(
-            (REPO / "configs" / "default.yaml").read_text().replace(
-                "cpus_per_actor: 1.5", f"cpus_per_actor: {args.cpus_per_actor}"
-            ).replace("num_actors: 1", f"num_actors: {args.num_actors}")
-        )
         command = [
-            str(Path(sys.executable).parent / "minkscan"), "score", "--config", str(config),
+            str(Path(sys.executable).parent / "minkscan"), "score",
             "--input", *map(str, shards), "--output", str(Path(scratch) / "out"),
-        ]
+            "--model", "smollm2-135m", "--device", "cpu",
+            "--num-actors", str(args.num_actors),
+            "--set", f"ray.cpus_per_actor={args.cpus_per_actor}",
+        ]  # fmt: skip
         started = time.perf_counter()
         result = subprocess.run(command, capture_output=True, text=True, check=True)
         wall = time.perf_counter() - started
