@@ -203,3 +203,13 @@ def s3_server():
     client.create_bucket(Bucket="corpus")
     yield endpoint, client
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One embedded 2-CPU Ray for a module's pipeline runs (each would otherwise start its own)."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()

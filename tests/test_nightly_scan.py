@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-import ray
 from minkscan.calibration import calibrate
 from minkscan.config import load_config
 from minkscan.reporting.nightly import MANIFEST_NAME, nightly_scan, plan_changes
@@ -17,11 +16,7 @@ from minkscan.reporting.nightly import MANIFEST_NAME, nightly_scan, plan_changes
 TEXTS = [f"Document number {i} talks about topic {i % 3} in a few plain words." for i in range(6)]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("local_ray")
 
 
 @pytest.fixture(scope="module")

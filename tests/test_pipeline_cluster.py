@@ -20,6 +20,8 @@ import ray
 from minkscan.config import build_config
 from minkscan.distributed.runner import run_scoring
 from minkscan.io.scores import ScoreOutput
+from minkscan.models.loading import load_model
+from minkscan.scorer import DocumentScorer
 from ray.cluster_utils import Cluster
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,6 +105,14 @@ def test_rerun_after_killing_the_job_midway_completes_each_id_exactly_once(
     # Strictly less than the whole corpus: complete pieces and committed rows are not redone.
     assert f"scored {len(ids) - committed_rows} documents" in rerun.stdout
     assert committed_ids(output) == ids
+    # The same scores as a clean run: the in-process scorer on the same texts.
+    final = pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(output)).read()).sort("id")
+    config = build_config({}, {"model.name": str(tiny_llama_dir), "model.device": "cpu"})
+    expected = DocumentScorer(load_model(config.model), config.scoring).score_frame(
+        [f"Document {i} says the quick brown fox jumps over the lazy dog." for i in ids]
+    )
+    for column in ("loss", "minkpp_k20"):
+        assert final[column].to_list() == pytest.approx(expected[column].to_list(), abs=1e-4)
 
 
 def test_ray_job_submit_runs_the_score_job_on_a_loopback_head(tiny_llama_dir, tmp_path):

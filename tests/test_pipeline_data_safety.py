@@ -11,16 +11,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
-import ray
 from minkscan.cli import main
 from minkscan.io.scores import ScoreOutput
 
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("local_ray")
 
 
 def score(model_dir: Path, inputs: Path | str, output: Path, *extra: str) -> int:
@@ -59,15 +53,19 @@ def test_an_output_directory_holding_other_files_is_refused_and_left_untouched(
     assert sorted(p.name for p in output.iterdir()) == ["a.parquet"]
 
 
-def test_an_output_that_is_a_file_fails_before_any_work(tiny_llama_dir, tmp_path, capsys):
+def test_an_output_that_is_a_file_or_cannot_be_created_fails_before_any_work(
+    tiny_llama_dir, tmp_path, capsys
+):
     pl.DataFrame({"text": ["Some text here."]}).write_parquet(tmp_path / "in.parquet")
     (tmp_path / "out").write_text("keep me")
 
     assert score(tiny_llama_dir, tmp_path / "in.parquet", tmp_path / "out") == 2
-
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "is a file" in err
     assert (tmp_path / "out").read_text() == "keep me"
+
+    assert score(tiny_llama_dir, tmp_path / "in.parquet", tmp_path / "out" / "scores") == 2
+    assert "cannot be created" in capsys.readouterr().err
 
 
 def test_undecodable_and_nul_only_rows_get_a_status_and_cost_no_other_row(tiny_llama_dir, tmp_path):

@@ -10,18 +10,13 @@ from pathlib import Path
 import polars as pl
 import pyarrow.fs as pafs
 import pytest
-import ray
 from minkscan.cli import main
 from minkscan.io.scores import ScoreOutput
 
 TEXTS = ["The first document of the set.", "", "A third one, a little longer than that."]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("local_ray")
 
 
 def write_jsonl(directory: Path) -> str:
@@ -71,3 +66,15 @@ def test_jsonl_on_s3_is_read_and_scored(tiny_llama_dir, tmp_path, capsys, s3_ser
                  "--model", str(tiny_llama_dir), *s3])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     assert "scored 3 documents" in capsys.readouterr().out
+
+
+def test_limit_scores_the_first_n_rows_across_files(tiny_llama_dir, tmp_path, capsys):
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for name, texts in {"a.parquet": ["One.", "Two."], "b.parquet": ["Three.", "Four."]}.items():
+        pl.DataFrame({"text": texts}).write_parquet(inputs / name)
+    code = main(["score", "--input", str(inputs), "--output", str(tmp_path / "out"),
+                 "--model", str(tiny_llama_dir), "--limit", "3"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    scores = pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out")).read())
+    assert sorted(scores["id"].to_list()) == ["a.parquet:0", "a.parquet:1", "b.parquet:0"]

@@ -33,11 +33,7 @@ TEXTS = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("local_ray")
 
 
 def make_config(model_dir: Path, inputs: list[str], output: Path, **overrides) -> ScanConfig:

@@ -1,1 +1,2 @@
-"""Parquet inputs and outputs on local disk or S3: path resolution, shard checks, resume state."""
+"""Inputs and outputs on local disk or S3: `paths` (the filesystem), `sources` (input files,
+pieces and reading them), `scores` (the score output: the one reader and writer)."""

@@ -20,10 +20,12 @@ complete pieces only, so each input row appears exactly once even while a run is
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -89,6 +91,8 @@ class ScoreOutput:
         if info.type == pafs.FileType.File:
             raise OutputError(f"output {self.root} is a file; give a directory")
         if info.type == pafs.FileType.NotFound:
+            if isinstance(self.fs, pafs.LocalFileSystem):
+                self._check_creatable()
             return
         names = [entry.base_name for entry in self._entries()]
         foreign = sorted(n for n in names if n not in _OWN_NAMES and not _PART.fullmatch(n))
@@ -111,6 +115,15 @@ class ScoreOutput:
                     "settings, or give a new output"
                 )
 
+    def _check_creatable(self) -> None:
+        """A new local output's nearest existing ancestor must be a writable directory."""
+        ancestor = Path(self.root)
+        while not ancestor.exists():
+            ancestor = ancestor.parent
+        if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+            raise OutputError(f"output {self.root} cannot be created: {ancestor} is not a "
+                              "writable directory")  # fmt: skip
+
     def create(self, columns: list[str], settings: dict[str, Any]) -> None:
         """Create the directory and its marker (also proves it is writable)."""
         if not self.exists():
@@ -118,8 +131,9 @@ class ScoreOutput:
             self.write_json(
                 MARKER, {"format": FORMAT_VERSION, "columns": columns, "settings": settings}
             )
-        if self.fs.get_file_info(f"{self.root}/{BAD_DIR}").type == pafs.FileType.Directory:
-            self.fs.delete_dir(f"{self.root}/{BAD_DIR}")  # bad shards are tried again
+        for own in (BAD_DIR, TMP_DIR):  # bad shards are tried again; a killed run's temp files
+            if self.fs.get_file_info(f"{self.root}/{own}").type == pafs.FileType.Directory:
+                self.fs.delete_dir(f"{self.root}/{own}")
 
     def parts(self) -> list[PartFile]:
         """Every score shard in the directory, from the listing alone."""

@@ -1,1 +1,0 @@
-"""One module per `minkscan` sub-command; each exposes ``register(subparsers)``."""

@@ -1,1 +1,0 @@
-"""Evaluation: detection metrics, paper-style benchmark tables and online (chunk) scoring."""

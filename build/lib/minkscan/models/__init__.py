@@ -1,1 +1,0 @@
-"""Model loading and the forward pass that feeds the scoring math."""

@@ -1,1 +1,0 @@
-"""Pure torch math: per-token distribution statistics and per-document scores."""

@@ -1,1 +1,0 @@
-"""Tokenisation with per-document status, and length-bucketed batching."""
