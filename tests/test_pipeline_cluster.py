@@ -78,9 +78,10 @@ def test_rerun_after_killing_the_job_midway_completes_each_id_exactly_once(
 ):
     ids = write_corpus(tmp_path / "in", documents=600, per_shard=20)
     output = tmp_path / "out"
-    # Commits of 20 rows: the kill lands between commits, not before one big final commit.
-    command = [*score_command(tiny_llama_dir, tmp_path / "in", output), "--set",
-               "data.commit_rows=20"]  # fmt: skip
+    # Batches of 10 rows and commits of 20: the run commits in many small steps, so the kill
+    # lands between two of them rather than after one big final commit.
+    command = [*score_command(tiny_llama_dir, tmp_path / "in", output),
+               "--set", "data.commit_rows=20", "--set", "ray.tokenize_batch_size=10"]  # fmt: skip
     log = tmp_path / "first-run.log"
     with log.open("w") as sink:
         job = subprocess.Popen(command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT)
