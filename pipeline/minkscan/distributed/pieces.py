@@ -60,7 +60,7 @@ def commit_scores(batch: pa.Table, *, fs: pafs.FileSystem, output_root: str) -> 
     per file (the driver's progress and summary come from these, never from re-reading)."""
     output = ScoreOutput(fs, output_root)
     stats: dict[str, list] = {
-        "piece": [], "rows": [], "tokens": [], "statuses": [], "null_ids": []
+        "piece": [], "rows": [], "tokens": [], "statuses": []
     }  # fmt: skip
     for piece in pc.unique(batch[PIECE]).to_pylist():
         rows = batch.filter(pc.equal(batch[PIECE], piece))
@@ -69,5 +69,4 @@ def commit_scores(batch: pa.Table, *, fs: pafs.FileSystem, output_root: str) -> 
         stats["rows"].append(rows.num_rows)
         stats["tokens"].append(int(pc.sum(rows["n_tokens"]).as_py() or 0))
         stats["statuses"].append(json.dumps(Counter(rows[STATUS].to_pylist())))
-        stats["null_ids"].append(rows[ID].null_count)
     return pa.table(stats)

@@ -352,7 +352,6 @@ class _Progress:
     every: float
     documents: int = 0
     tokens: int = 0
-    null_ids: int = 0
     statuses: Counter = field(default_factory=Counter)
     started: float = field(default_factory=time.perf_counter)
     last_line: float = field(default_factory=time.perf_counter)
@@ -360,7 +359,6 @@ class _Progress:
     def add(self, stats: pa.Table) -> None:
         self.documents += sum(stats["rows"].to_pylist())
         self.tokens += sum(stats["tokens"].to_pylist())
-        self.null_ids += sum(stats["null_ids"].to_pylist())
         for counts in stats["statuses"].to_pylist():
             self.statuses.update(json.loads(counts))
         now = time.perf_counter()
@@ -451,8 +449,6 @@ def run_scoring(config: ScanConfig) -> RunSummary:
         forward_passes=forward_passes(config.baselines, config.model.name),
         ids=ids,
     )
-    if summary.ids is not None:
-        summary.ids.null_ids = max(summary.ids.null_ids, progress.null_ids)
     manifest = {
         "config": _redacted(config),
         "model": config.model.name,
