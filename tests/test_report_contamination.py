@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from minkscan.calibration import calibrate, scan_scores
+from minkscan.calibration import calibrate
 from minkscan.cli import main
 from minkscan.reporting import build_report, write_report
 
@@ -69,11 +69,11 @@ def report(files: dict[str, Path]):
     calibration = calibrate(
         frame.filter(pl.col("label") == 0), frame.filter(pl.col("label") == 1), n_resamples=100
     )
-    return build_report(scan_scores(files["scores"]), calibration, group_column="group")
+    return build_report(pl.scan_parquet(files["scores"]), calibration, group_column="group")
 
 
 def primary(report, group: str):
-    return next(r for r in report.results if r.group == group and r.method == "minkpp_k20")
+    return next(r for r in report.primary if r.group == group)
 
 
 def test_clean_group_is_flagged_at_about_the_fpr_and_not_significant(report) -> None:
@@ -95,7 +95,7 @@ def test_contaminated_group_is_significant_and_its_fraction_is_estimated(report)
 
 def test_without_a_known_tpr_the_estimate_is_a_lower_bound(files: dict[str, Path]) -> None:
     calibration = calibrate(pl.read_parquet(files["nonmembers"]), n_resamples=50)
-    report = build_report(scan_scores(files["scores"]), calibration, group_column="group")
+    report = build_report(pl.scan_parquet(files["scores"]), calibration, group_column="group")
     dirty = primary(report, "dirty")
     assert dirty.contamination_is_lower_bound
     assert 0.1 < dirty.contamination < 0.3
@@ -105,12 +105,12 @@ def test_html_is_self_contained_and_escapes_document_text(report, tmp_path: Path
     html_path, md_path, json_path = write_report(report, tmp_path)
     page = html_path.read_text()
     assert "<script" not in page
-    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
-    assert page.count("data:image/png;base64,") == 3  # two histograms and the ROC curves
-    assert "http" not in page
-    assert "| dirty | minkpp_k20 |" in md_path.read_text()
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page
+    assert page.count("data:image/png;base64,") == 3  # histogram, flagged fractions, ROC
+    assert "http:" not in page and "https:" not in page  # no external resource
+    assert "| dirty | 2000 |" in md_path.read_text()
     summary = json.loads(json_path.read_text())
-    assert summary["top_ids"][0] == report.top_documents["id"][0]
+    assert summary["top_ids"][0] == report.top_documents[0].id
     assert {row["group"] for row in summary["results"]} == {"clean", "dirty"}
 
 

@@ -86,6 +86,12 @@ class ScoringConfig(_Section):
         description="torch.compile the per-tile reduction: same numbers, about half the "
         "reduction time on CPU, after a one-off compile of ~5-20 s (needs a C++ compiler).",
     )
+    token_scores: bool = Field(
+        False,
+        description="Also keep every scored token's Min-K%++ z-score and character span "
+        "(columns token_z, token_start, token_end, plus the text) from the same forward pass; "
+        "reports use them to show which tokens pulled a document's score down.",
+    )
 
     @field_validator("k_percentages", "ablation_k_percentages")
     @classmethod
@@ -172,6 +178,11 @@ class DataConfig(_Section):
     )
     text_column: str = "text"
     id_column: str = Field("id", description="Derived from file and row when absent.")
+    keep_columns: list[str] = Field(
+        default_factory=list,
+        description="Input columns copied into the score files (a group, a label, a URL); "
+        "the text column is kept as 'text'.",
+    )
     skip_bad_shards: bool = False
     check_ids: bool = Field(
         True,
@@ -199,6 +210,13 @@ class DataConfig(_Section):
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+    @field_validator("keep_columns", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
 
 
 class RayConfig(_Section):

@@ -23,6 +23,8 @@ from minkscan.scoring.windows import Window, concat_token_stats, plan_windows, s
 from minkscan.text.tokenize import EncodedDocument, encode_documents, plan_batches
 
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog near the bank of the river."
+# With scoring.token_scores: per scored token, its Min-K%++ z and character span in the text.
+TOKEN_COLUMNS = ("token_z", "token_start", "token_end")
 
 
 class DocumentScorer:
@@ -64,6 +66,7 @@ class DocumentScorer:
             max_tokens=self.scoring.max_tokens,
             prepend_bos=self.scoring.prepend_bos,
             windowed=self.scoring.window_stride is not None,
+            spans=self.scoring.token_scores,
         )
 
     def pad(self, sequences: Sequence[Sequence[int]]) -> PaddedBatch:
@@ -85,7 +88,8 @@ class DocumentScorer:
 
     @torch.inference_mode()
     def score_documents(self, documents: Sequence[EncodedDocument]) -> dict[str, list[Any]]:
-        """Columns ``n_tokens``, ``status`` and every score column, one entry per document.
+        """Columns ``n_tokens``, ``status`` and every score column, one entry per document
+        (and `TOKEN_COLUMNS` with ``scoring.token_scores``).
 
         The windows of all documents (one per document unless it is windowed) share the
         length-bucketed batches; each document's new predictions are stitched in text order
@@ -139,6 +143,8 @@ class DocumentScorer:
             for name, values in scores.items():
                 for index, value in zip(members, values.tolist(), strict=True):
                     result[name][index] = None if math.isnan(value) else value
+        if self.scoring.token_scores:
+            result |= _token_columns(documents, by_document)
         return result
 
     def _plan(self, lengths: Sequence[int]) -> list[list[int]]:
@@ -152,7 +158,25 @@ class DocumentScorer:
         """Tokenise and score ``texts``; one row per input, in input order."""
         columns = self.score_documents(self.encode(texts))
         schema = {"n_tokens": pl.Int64, "status": pl.Utf8} | {c: pl.Float64 for c in self.columns}
+        if self.scoring.token_scores:
+            schema |= {"token_z": pl.List(pl.Float32)}
+            schema |= {name: pl.List(pl.Int32) for name in TOKEN_COLUMNS[1:]}
         return pl.DataFrame(columns, schema=schema)
+
+
+def _token_columns(
+    documents: Sequence[EncodedDocument], by_document: dict[int, list[TokenStats]]
+) -> dict[str, list[Any]]:
+    """Per scored token (every token after the first): its Min-K%++ z and its character
+    span; None for documents with no scored token."""
+    columns: dict[str, list[Any]] = {name: [None] * len(documents) for name in TOKEN_COLUMNS}
+    for index, parts in by_document.items():
+        columns["token_z"][index] = concat_token_stats(parts).minkpp().float().cpu().tolist()
+        spans = documents[index].spans[1:]
+        if spans:
+            columns["token_start"][index] = [start for start, _ in spans]
+            columns["token_end"][index] = [end for _, end in spans]
+    return columns
 
 
 def _split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

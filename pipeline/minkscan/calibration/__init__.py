@@ -4,8 +4,8 @@ from minkscan.calibration.threshold import (
     Calibration,
     MethodCalibration,
     calibrate,
+    is_flagged,
     load_calibration,
-    scan_scores,
 )
 
-__all__ = ["Calibration", "MethodCalibration", "calibrate", "load_calibration", "scan_scores"]
+__all__ = ["Calibration", "MethodCalibration", "calibrate", "is_flagged", "load_calibration"]

@@ -1,8 +1,8 @@
 """Per-method decision thresholds at a target false-positive rate.
 
 The threshold is the (1 - FPR) quantile of known non-member scores (an observed score, so at
-most FPR of them lie above it); a document is flagged when its score is strictly above it
-(higher = more likely member for every column). A
+most FPR of them lie above it); a document is flagged when its score is strictly above it,
+``score > threshold`` (`is_flagged`; higher = more likely member for every column). A
 percentile bootstrap over the non-members gives the threshold's confidence interval. With
 known members too, the TPR at that threshold (Clopper-Pearson interval) and AUROC are kept,
 which lets reports turn a flagged fraction into an estimated contaminated fraction.
@@ -16,27 +16,31 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import pyarrow.fs as pafs
 from scipy.stats import beta
 
+from minkscan.errors import UserError
 from minkscan.evaluation.metrics import auroc
-from minkscan.io.scores import ScoreOutput
-from minkscan.io.sources import InputError
 
 SCORE_PREFIXES = ("loss", "zlib", "mink_k", "minkpp_k", "minkpp_mu_k", "minkpp_sigma_k")
+# The method a report's verdict rests on unless another is declared: Min-K%++ at k = 20%.
+DEFAULT_PRIMARY_METHOD = "minkpp_k20"
+# Non-member scores (with their token counts) kept in the calibration file for plots and the
+# report's length check.
 HISTOGRAM_SAMPLE = 2000
 
 
-def scan_scores(path: str | Path) -> pl.LazyFrame:
-    """Lazy frame over a `minkscan score` output directory (its complete pieces, read by
-    `ScoreOutput`) or one score Parquet file."""
-    path = Path(path)
-    if path.is_dir():
-        output = ScoreOutput(pafs.LocalFileSystem(), str(path.resolve()))
-        return pl.from_arrow(output.read()).lazy()
-    if not path.exists():
-        raise InputError(f"no score Parquet at {path}")
-    return pl.scan_parquet(str(path))
+def primary_method(methods: list[str], declared: str | None = None) -> str:
+    """The declared primary method, else Min-K%++ k=20 when scored, else the first column."""
+    if declared is not None:
+        if declared not in methods:
+            raise ValueError(f"method '{declared}' is not among {methods}")
+        return declared
+    return DEFAULT_PRIMARY_METHOD if DEFAULT_PRIMARY_METHOD in methods else methods[0]
+
+
+def is_flagged(score: pl.Expr, threshold: float) -> pl.Expr:
+    """The one flagging rule: strictly above the calibrated threshold."""
+    return score > threshold
 
 
 def score_columns(schema_names: list[str]) -> list[str]:
@@ -70,6 +74,7 @@ class MethodCalibration:
     fpr: float
     n_nonmembers: int
     nonmember_sample: list[float]
+    nonmember_lengths: list[int] = field(default_factory=list)  # n_tokens of the sample
     tpr: float | None = None
     tpr_low: float | None = None
     tpr_high: float | None = None
@@ -85,6 +90,7 @@ class Calibration:
     confidence: float
     source: str
     methods: dict[str, MethodCalibration] = field(default_factory=dict)
+    model: str | None = None  # the model that scored the calibration set, when known
 
     def write(self, path: str | Path) -> Path:
         path = Path(path)
@@ -94,14 +100,23 @@ class Calibration:
 
 
 def load_calibration(path: str | Path) -> Calibration:
-    """Read a calibration JSON written by `Calibration.write`."""
-    raw = json.loads(Path(path).read_text())
-    methods = {name: MethodCalibration(**value) for name, value in raw.pop("methods").items()}
-    return Calibration(methods=methods, **raw)
+    """Read a calibration JSON written by `Calibration.write` (a clear error otherwise)."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text())
+        methods = {name: MethodCalibration(**value) for name, value in raw.pop("methods").items()}
+        return Calibration(methods=methods, **raw)
+    except FileNotFoundError:
+        raise UserError(
+            f"no calibration file at {path} (write one with `minkscan calibrate`)"
+        ) from None
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise UserError(f"{path} is not a minkscan calibration file: {error}") from None
 
 
 def _method_calibration(
     nonmember: np.ndarray,
+    lengths: np.ndarray | None,
     member: np.ndarray | None,
     target_fpr: float,
     confidence: float,
@@ -115,8 +130,10 @@ def _method_calibration(
         np.quantile(resampled, 1 - target_fpr, axis=1, method="higher"), [alpha, 1 - alpha]
     )
     sample_size = min(HISTOGRAM_SAMPLE, nonmember.size)
-    sample = rng.choice(nonmember, sample_size, replace=False)
-    extra: dict[str, float | int] = {}
+    picked = rng.choice(nonmember.size, sample_size, replace=False)
+    extra: dict[str, float | int | list[int]] = {}
+    if lengths is not None:
+        extra["nonmember_lengths"] = [int(value) for value in lengths[picked]]
     if member is not None and member.size:
         hits = int((member > threshold).sum())
         tpr_low, tpr_high = clopper_pearson(hits, member.size, confidence)
@@ -134,7 +151,7 @@ def _method_calibration(
         threshold_high=float(high),
         fpr=float((nonmember > threshold).mean()),
         n_nonmembers=int(nonmember.size),
-        nonmember_sample=[float(value) for value in sample],
+        nonmember_sample=[float(value) for value in nonmember[picked]],
         **extra,
     )
 
@@ -147,6 +164,7 @@ def calibrate(
     confidence: float = 0.95,
     n_resamples: int = 1000,
     seed: int = 0,
+    model: str | None = None,
 ) -> Calibration:
     """Thresholds at ``target_fpr`` for every score column of the non-member score frame.
 
@@ -160,19 +178,42 @@ def calibrate(
     rng = np.random.default_rng(seed)
     methods = {}
     for column in columns:
-        nonmember = _usable(nonmembers, column)
+        nonmember, lengths = _usable(nonmembers, column)
         if nonmember.size < 2:
             raise ValueError(
                 f"'{column}': need at least 2 scored non-members, got {nonmember.size}"
             )
-        member = _usable(members, column) if members is not None else None
+        member = _usable(members, column)[0] if members is not None else None
         methods[column] = _method_calibration(
-            nonmember, member, target_fpr, confidence, n_resamples, rng
+            nonmember, lengths, member, target_fpr, confidence, n_resamples, rng
         )
     source = "labels" if members is not None else "nonmembers"
-    return Calibration(target_fpr, confidence, source, methods)
+    return Calibration(target_fpr, confidence, source, methods, model)
 
 
-def _usable(frame: pl.DataFrame, column: str) -> np.ndarray:
-    values = frame.get_column(column).drop_nulls().cast(pl.Float64).to_numpy()
-    return values[np.isfinite(values)]
+def _usable(frame: pl.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """Finite scores of a column, and the token counts of the same rows (if known)."""
+    rows = frame.filter(pl.col(column).is_not_null() & pl.col(column).cast(pl.Float64).is_finite())
+    lengths = rows["n_tokens"].to_numpy() if "n_tokens" in rows.columns else None
+    return rows[column].cast(pl.Float64).to_numpy(), lengths
+
+
+# Rule for a trustworthy threshold: the (1 - FPR) quantile must rest on at least this many
+# non-member scores above it, i.e. n_nonmembers * target FPR >= 20.
+MIN_EXPECTED_FALSE_POSITIVES = 20
+
+
+def sample_size_warning(calibration: Calibration, method: str) -> str | None:
+    """A sentence when ``method``'s threshold rests on too few non-members, else None."""
+    cal = calibration.methods[method]
+    expected = cal.n_nonmembers * calibration.target_fpr
+    if expected >= MIN_EXPECTED_FALSE_POSITIVES:
+        return None
+    needed = int(np.ceil(MIN_EXPECTED_FALSE_POSITIVES / calibration.target_fpr))
+    return (
+        f"too few calibration non-members for '{method}': {cal.n_nonmembers} at target FPR "
+        f"{calibration.target_fpr:g} put only {expected:.1f} expected false positives above the "
+        f"threshold (rule: at least {MIN_EXPECTED_FALSE_POSITIVES}, i.e. {needed} non-members); "
+        f"the threshold's {100 * calibration.confidence:.0f}% interval is "
+        f"[{cal.threshold_low:.3g}, {cal.threshold_high:.3g}]"
+    )

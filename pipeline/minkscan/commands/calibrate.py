@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from minkscan.errors import UserError
 
@@ -12,10 +13,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "calibrate", help="pick per-method thresholds at a target FPR from known non-members"
     )
     parser.add_argument(
-        "--input", help="`minkscan score` output (or Parquet) of members and non-members"
+        "--input",
+        help="scores (`minkscan score` output or Parquet; local or s3://) of members and "
+        "non-members, labelled by --label-column or --labels",
     )
-    parser.add_argument("--labels", help="Parquet with columns id, label (1 member, 0 non-member)")
-    parser.add_argument("--nonmembers", help="score Parquet of known non-members only")
+    parser.add_argument(
+        "--label-column",
+        default="label",
+        help="score column holding 1 (member) / 0 (non-member), e.g. kept with "
+        "`score --keep-columns label` (default: label)",
+    )
+    parser.add_argument("--labels", help="Parquet with columns id, label, joined on id")
+    parser.add_argument("--nonmembers", help="scores of known non-members only")
     parser.add_argument("--target-fpr", type=float, default=0.05)
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--output", default="calibration.json")
@@ -25,25 +34,55 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from minkscan.calibration import calibrate, scan_scores
+    from minkscan.calibration import calibrate
+    from minkscan.calibration.threshold import primary_method, sample_size_warning
+    from minkscan.io.scores import read_scores
 
     if args.nonmembers:
-        nonmembers, members = scan_scores(args.nonmembers).collect(), None
-    elif args.input and args.labels:
-        labels = pl.read_parquet(args.labels, columns=["id", "label"])
-        joined = scan_scores(args.input).collect().join(labels, on="id", how="inner")
-        if joined.is_empty():
-            raise UserError("no score id matches a label id")
-        nonmembers = joined.filter(pl.col("label") == 0)
-        members = joined.filter(pl.col("label") == 1)
+        data = read_scores(args.nonmembers)
+        nonmembers, members = pl.from_arrow(data.table), None
+    elif args.input:
+        data = read_scores(args.input)
+        scores = pl.from_arrow(data.table)
+        if args.labels:
+            labels = pl.from_arrow(read_scores(args.labels).table).select("id", "label")
+            scores = scores.drop("label", strict=False).join(labels, on="id", how="inner")
+            label = "label"
+            if scores.is_empty():
+                raise UserError("no score id matches a label id")
+        elif args.label_column in scores.columns:
+            label = args.label_column
+        else:
+            raise UserError(
+                f"the scores have no '{args.label_column}' column: keep it with "
+                f"`minkscan score --keep-columns {args.label_column}`, or give --labels"
+            )
+        values = set(scores[label].drop_nulls().cast(pl.Int64).unique().to_list())
+        if not values <= {0, 1}:
+            raise UserError(f"'{label}' must be 1 (member) or 0 (non-member), got {values}")
+        nonmembers = scores.filter(pl.col(label) == 0)
+        members = scores.filter(pl.col(label) == 1)
     else:
-        raise UserError("give --nonmembers, or --input with --labels")
-    result = calibrate(nonmembers, members, target_fpr=args.target_fpr, confidence=args.confidence)
+        raise UserError("give --nonmembers, or --input (with a label column or --labels)")
+    try:
+        result = calibrate(
+            nonmembers,
+            members,
+            target_fpr=args.target_fpr,
+            confidence=args.confidence,
+            model=data.model,
+        )
+    except ValueError as error:
+        raise UserError(str(error)) from None
     for name, method in result.methods.items():
         tpr = "" if method.tpr is None else f" tpr={method.tpr:.3f} auroc={method.auroc:.3f}"
         print(
-            f"{name}: threshold={method.threshold:.4f} "
-            f"[{method.threshold_low:.4f}, {method.threshold_high:.4f}] fpr={method.fpr:.3f}{tpr}"
+            f"{name}: flagged when score > {method.threshold:.4g} "
+            f"[{method.threshold_low:.4g}, {method.threshold_high:.4g}] "
+            f"fpr={method.fpr:.3f}{tpr}"
         )
+    warning = sample_size_warning(result, primary_method(list(result.methods)))
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"wrote {result.write(args.output)}")
     return 0

@@ -1,23 +1,32 @@
-"""`minkscan report`: contamination report (HTML, Markdown, JSON) at calibrated thresholds."""
+"""`minkscan report`: the contamination verdict (HTML, Markdown, JSON) at calibrated
+thresholds; the verdict and any warning are also printed."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from minkscan.errors import UserError
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "report", help="flagged fractions, binomial tests and contamination estimates per group"
+        "report", help="verdict, flagged fractions, tests and evidence documents per group"
     )
     parser.add_argument(
-        "--input", required=True, help="`minkscan score` output directory or a score Parquet"
+        "--input", required=True, help="`minkscan score` output or a score Parquet (or s3://)"
     )
     parser.add_argument("--calibration", required=True, help="JSON from `minkscan calibrate`")
     parser.add_argument("--output", required=True, help="directory for report.{html,md,json}")
-    parser.add_argument("--method", help="primary score column (default minkpp_k20)")
-    parser.add_argument("--group-column", help="column naming the dataset/group of each row")
-    parser.add_argument("--top", type=int, default=20, help="most suspicious documents to list")
+    parser.add_argument(
+        "--method", help="primary score column the verdict rests on (default minkpp_k20)"
+    )
+    parser.add_argument(
+        "--group-column",
+        help="column naming each row's dataset/group (keep it with `score --keep-columns`)",
+    )
+    parser.add_argument("--alpha", type=float, default=0.05, help="test level (default 0.05)")
+    parser.add_argument("--top", type=int, default=20, help="most suspicious documents to show")
     parser.add_argument(
         "--fail-above",
         type=float,
@@ -27,16 +36,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from minkscan.calibration import load_calibration, scan_scores
+    import polars as pl
+
+    from minkscan.calibration import load_calibration
+    from minkscan.io.scores import read_scores
     from minkscan.reporting import build_report, write_report
 
-    report = build_report(
-        scan_scores(args.input),
-        load_calibration(args.calibration),
-        primary_method=args.method,
-        group_column=args.group_column,
-        top_n=args.top,
-    )
+    if not 0 < args.alpha < 1:
+        raise UserError(f"--alpha must be in (0, 1), got {args.alpha}")
+    data = read_scores(args.input)
+    try:
+        report = build_report(
+            pl.from_arrow(data.table).lazy(),
+            load_calibration(args.calibration),
+            primary_method=args.method,
+            group_column=args.group_column,
+            top_n=args.top,
+            alpha=args.alpha,
+            model=data.model,
+            inputs=data.inputs or [args.input],
+        )
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    print(report.headline())
+    for row in report.primary:
+        print(f"  {report.sentence(row)}")
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     for path in write_report(report, args.output):
         print(f"wrote {path}")
     if args.fail_above is not None:

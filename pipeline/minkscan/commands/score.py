@@ -25,6 +25,19 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=["parquet", "jsonl", "csv", "arrow"])
     parser.add_argument("--text-column")
     parser.add_argument("--id-column", help="ids are derived from file and row when absent")
+    parser.add_argument(
+        "--keep-columns",
+        metavar="COL[,COL...]",
+        help="input columns copied into the score files (a group, a label, a URL); "
+        "the text column is kept as 'text'",
+    )
+    parser.add_argument(
+        "--token-scores",
+        action="store_const",
+        const=True,
+        help="also write each token's Min-K%%++ z-score and character span, and the text "
+        "(the report highlights the tokens that pulled a score down)",
+    )
     parser.add_argument("--num-actors", type=int, help="model replicas")
     parser.add_argument(
         "--skip-bad-shards",
@@ -50,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
             "data.format": args.format,
             "data.text_column": args.text_column,
             "data.id_column": args.id_column,
+            "data.keep_columns": args.keep_columns,
+            "scoring.token_scores": args.token_scores,
             "data.skip_bad_shards": args.skip_bad_shards,
             "data.require_unique_ids": args.require_unique_ids,
             "ray.num_actors": args.num_actors,

@@ -1,8 +1,8 @@
 """The light ends of the pipeline: reading input pieces into rows, and committing scored
 rows as score files. They import no model code, so their Ray workers start in a second.
 
-Every row carries ``id``, ``source``, ``row`` and ``_piece`` from the read to the commit,
-so the committed files say which input rows they hold.
+Every row carries ``id``, ``source``, ``row``, ``_piece`` and the kept input columns from
+the read to the commit, so the committed files say which input rows they hold.
 """
 
 from __future__ import annotations
@@ -17,17 +17,14 @@ import pyarrow.fs as pafs
 
 from minkscan.io.scores import ScoreOutput
 from minkscan.io.sources import (
-    ID,
     PIECE,
     ROW,
-    SOURCE,
     ShardError,
     piece_from_descriptor,
     read_piece,
 )
 
 STATUS = "status"
-CARRIED = (ID, SOURCE, ROW, PIECE)  # from the read to the commit, untouched
 
 
 def read_pieces(
@@ -37,6 +34,7 @@ def read_pieces(
     output_root: str,
     text_column: str,
     id_column: str | None,
+    keep_columns: tuple[str, ...],
     skip_bad: bool,
 ) -> Iterator[pa.Table]:
     """Read input pieces (one descriptor per row) into blocks of the pipeline's columns.
@@ -48,7 +46,9 @@ def read_pieces(
     for descriptor in batch["piece"].to_pylist():
         piece = piece_from_descriptor(descriptor)
         try:
-            yield from read_piece(fs, piece, text_column=text_column, id_column=id_column)
+            yield from read_piece(
+                fs, piece, text_column=text_column, id_column=id_column, keep_columns=keep_columns
+            )
         except ShardError as error:
             if not skip_bad:
                 raise

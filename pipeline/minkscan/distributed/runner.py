@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import ray
 
-from minkscan.config import ScanConfig
+from minkscan.config import ConfigError, ScanConfig
 from minkscan.distributed.context import data_context
 from minkscan.distributed.ids import IdReport, check_ids
 from minkscan.distributed.pieces import STATUS, commit_scores, read_pieces
@@ -43,6 +43,7 @@ from minkscan.io.sources import (
     ID,
     ROW,
     SOURCE,
+    TEXT,
     InputError,
     Piece,
     ShardError,
@@ -52,6 +53,7 @@ from minkscan.io.sources import (
     plan_pieces,
 )
 from minkscan.models.loading import check_model
+from minkscan.scorer import TOKEN_COLUMNS
 from minkscan.scoring.aggregate import score_column_names
 
 logger = logging.getLogger(__name__)
@@ -163,18 +165,42 @@ def _redacted(config: ScanConfig) -> dict[str, Any]:
     return dumped
 
 
+def kept_input_columns(config: ScanConfig) -> tuple[str, ...]:
+    """The input columns copied into the score files as they are (the text column is kept
+    as ``text``, after the scores, see `keeps_text`)."""
+    data = config.data
+    return tuple(name for name in data.keep_columns if name != data.text_column)
+
+
+def keeps_text(config: ScanConfig) -> bool:
+    """Whether score files hold the text: asked for, or needed by the token scores' spans."""
+    return config.scoring.token_scores or config.data.text_column in config.data.keep_columns
+
+
 def output_columns(config: ScanConfig) -> list[str]:
-    """The columns of every score file the configuration writes, in order."""
+    """The columns of every score file the configuration writes, in order.
+
+    Raises ConfigError when a kept input column would take the name of one of them.
+    """
     scoring = config.scoring
-    return [
+    own = [
         ID,
         SOURCE,
         ROW,
         "n_tokens",
         STATUS,
         *score_column_names(scoring.k_percentages, scoring.ablation_k_percentages),
+        *(TOKEN_COLUMNS if scoring.token_scores else ()),
         *baseline_columns(config.baselines),
     ]
+    kept = kept_input_columns(config)
+    clashes = [name for name in kept if name in own or name in (TEXT, config.data.id_column)]
+    if clashes:
+        raise ConfigError(
+            f"'data.keep_columns': {clashes} would overwrite the score file's own column(s) of "
+            "that name; rename them in the input"
+        )
+    return [*own[:3], *kept, *own[3:], *([TEXT] if keeps_text(config) else [])]
 
 
 @dataclass(frozen=True)
@@ -201,6 +227,7 @@ def plan_run(config: ScanConfig) -> RunPlan:
     data = config.data
     if not data.output:
         raise InputError("no output given (data.output / --output)")
+    columns = output_columns(config)
     fs = filesystem_for([*data.input, data.output], data.s3)
     files, _ = discover(data.input, fs, format=data.format, root=data.input_root)
     inputs = plan_pieces(
@@ -209,6 +236,7 @@ def plan_run(config: ScanConfig) -> RunPlan:
         piece_rows=data.piece_rows,
         text_column=data.text_column,
         id_column=data.id_column,
+        keep_columns=kept_input_columns(config),
     )
     if inputs.bad and not data.skip_bad_shards:
         path, reason = next(iter(inputs.bad.items()))
@@ -219,7 +247,6 @@ def plan_run(config: ScanConfig) -> RunPlan:
     if data.limit is not None:
         pieces = limit_pieces(fs, pieces, data.limit, data.text_column)
     output = ScoreOutput(fs, fs_path(data.output))
-    columns = output_columns(config)
     settings = {"piece_rows": data.piece_rows, "limit": data.limit}
     output.check(columns, settings)
     for model in [config.model, config.baselines.reference_model]:
@@ -288,6 +315,7 @@ def _dataset(config: ScanConfig, plan: RunPlan) -> ray.data.Dataset:
             "output_root": plan.output.root,
             "text_column": data.text_column,
             "id_column": data.id_column if plan.has_ids else None,
+            "keep_columns": kept_input_columns(config),
             "skip_bad": data.skip_bad_shards,
         },
         batch_format="pyarrow",
@@ -318,6 +346,7 @@ def _dataset(config: ScanConfig, plan: RunPlan) -> ray.data.Dataset:
             "scoring": config.scoring,
             "threads": torch_threads(ray_config.cpus_per_actor),
             "baselines": config.baselines,
+            "keep_text": keeps_text(config),
         },
     )
     reference = config.baselines.reference_model
@@ -334,6 +363,7 @@ def _dataset(config: ScanConfig, plan: RunPlan) -> ray.data.Dataset:
                 "reference": reference,
                 "scoring": config.scoring,
                 "threads": torch_threads(cpus),
+                "keep_text": keeps_text(config),
             },
         )
     return dataset.map_batches(

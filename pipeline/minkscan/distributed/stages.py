@@ -14,7 +14,7 @@ import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from minkscan.config import BaselinesConfig, ModelConfig, ScoringConfig
-from minkscan.distributed.pieces import CARRIED, STATUS
+from minkscan.distributed.pieces import STATUS
 from minkscan.evaluation.extra_pass import (
     load_masked_lm,
     lowercase_scores,
@@ -23,10 +23,16 @@ from minkscan.evaluation.extra_pass import (
 )
 from minkscan.io.sources import PRESET_STATUS, TEXT
 from minkscan.models.loading import BUNDLED_GGUF, cached_bundled_model, load_model
-from minkscan.scorer import DocumentScorer
+from minkscan.scorer import TOKEN_COLUMNS, DocumentScorer
 from minkscan.text.tokenize import EncodedDocument, encode_documents
 
 INPUT_IDS = "input_ids"
+SPAN_START, SPAN_END = "_span_start", "_span_end"  # every token's span, tokenizer to model
+
+
+def _carried(batch: pa.Table, *owned: str) -> dict[str, pa.ChunkedArray]:
+    """The columns a stage passes on untouched (id, source, row, piece, kept input columns)."""
+    return {name: batch[name] for name in batch.column_names if name not in owned}
 
 
 def load_tokenizer(config: ModelConfig) -> PreTrainedTokenizerBase:
@@ -59,20 +65,24 @@ class TokenizeStage:
             max_tokens=self.scoring.max_tokens,
             prepend_bos=self.scoring.prepend_bos,
             windowed=self.scoring.window_stride is not None,
+            spans=self.scoring.token_scores,
         )
         for position, preset in enumerate(batch[PRESET_STATUS].to_pylist()):
             if preset is not None:  # decided when the row was read (bad encoding, not text)
                 documents[position] = EncodedDocument("", (), preset)
-        return pa.table(
-            {
-                **{name: batch[name] for name in CARRIED},
-                TEXT: pa.array([doc.text for doc in documents], pa.large_string()),
-                INPUT_IDS: pa.array(
-                    [list(doc.input_ids) for doc in documents], pa.list_(pa.int32())
-                ),
-                STATUS: pa.array([doc.status for doc in documents], pa.string()),
-            }
-        )
+        columns = {
+            **_carried(batch, TEXT, PRESET_STATUS),
+            TEXT: pa.array([doc.text for doc in documents], pa.large_string()),
+            INPUT_IDS: pa.array([list(doc.input_ids) for doc in documents], pa.list_(pa.int32())),
+            STATUS: pa.array([doc.status for doc in documents], pa.string()),
+        }
+        if self.scoring.token_scores:
+            for name, side in ((SPAN_START, 0), (SPAN_END, 1)):
+                columns[name] = pa.array(
+                    [[span[side] for span in doc.spans] for doc in documents],
+                    pa.list_(pa.int32()),
+                )
+        return pa.table(columns)
 
 
 def _with_columns(table: pa.Table, frame: pl.DataFrame) -> pa.Table:
@@ -87,7 +97,7 @@ class ScoreStage:
 
     Those two need nothing but the target model, so they run on this actor's replica: a
     stage of their own would hold a second copy of the same model per actor and ship every
-    row once more. The text is passed on only when the Ref stage follows.
+    row once more. The text is passed on when the Ref stage follows or ``keep_text``.
     """
 
     def __init__(
@@ -96,28 +106,41 @@ class ScoreStage:
         scoring: ScoringConfig,
         threads: int,
         baselines: BaselinesConfig,
+        keep_text: bool = False,
     ) -> None:
         torch.set_num_threads(threads)
         self.scorer = DocumentScorer(load_model(model), scoring)
         self.baselines = baselines
+        self.keep_text = keep_text
         self.masked_lm = (
             None if baselines.neighbor_model is None else load_masked_lm(baselines.neighbor_model)
         )
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         texts = batch[TEXT].to_pylist()
+        n = batch.num_rows
+        starts, ends = (
+            (batch[name].to_pylist() for name in (SPAN_START, SPAN_END))
+            if SPAN_START in batch.column_names
+            else ([[]] * n, [[]] * n)
+        )
         documents = [
-            EncodedDocument(text, tuple(ids), status)
-            for text, ids, status in zip(
-                texts, batch[INPUT_IDS].to_pylist(), batch[STATUS].to_pylist(), strict=True
+            EncodedDocument(text, tuple(ids), status, tuple(zip(start, end, strict=True)))
+            for text, ids, status, start, end in zip(
+                texts, batch[INPUT_IDS].to_pylist(), batch[STATUS].to_pylist(), starts, ends,
+                strict=True,
             )
-        ]
+        ]  # fmt: skip
         columns = self.scorer.score_documents(documents)
-        arrays = {name: batch[name] for name in CARRIED}
+        arrays = _carried(batch, TEXT, INPUT_IDS, STATUS, SPAN_START, SPAN_END)
         arrays["n_tokens"] = pa.array(columns["n_tokens"], pa.int64())
         arrays[STATUS] = pa.array(columns[STATUS], pa.string())
         for name in self.scorer.columns:
             arrays[name] = pa.array(columns[name], pa.float64())
+        if self.scorer.scoring.token_scores:
+            arrays["token_z"] = pa.array(columns["token_z"], pa.list_(pa.float32()))
+            for name in TOKEN_COLUMNS[1:]:
+                arrays[name] = pa.array(columns[name], pa.list_(pa.int32()))
         table = pa.table(arrays)
         base_loss = pl.Series("loss", columns["loss"], dtype=pl.Float64)
         baselines = self.baselines
@@ -134,7 +157,7 @@ class ScoreStage:
                 masked_lm=self.masked_lm,
             )
             table = _with_columns(table, neighbors)
-        if baselines.reference_model is not None:
+        if baselines.reference_model is not None or self.keep_text:
             table = table.append_column(TEXT, batch[TEXT])
         return table
 
@@ -144,16 +167,24 @@ class ReferenceStage:
     tokenizer; adds ``ref`` and ``ref_n_tokens`` from the row's target ``loss``, drops the text.
 
     The reference tokenizer runs here, not in a CPU stage: its ids are only this actor's.
+    The text stays (last) with ``keep_text``.
     """
 
-    def __init__(self, reference: ModelConfig, scoring: ScoringConfig, threads: int) -> None:
+    def __init__(
+        self, reference: ModelConfig, scoring: ScoringConfig, threads: int, keep_text: bool = False
+    ) -> None:
         torch.set_num_threads(threads)
-        self.scorer = DocumentScorer(load_model(reference), scoring)
+        # Token scores are the target model's; the reference scores documents only.
+        self.scorer = DocumentScorer(
+            load_model(reference), scoring.model_copy(update={"token_scores": False})
+        )
+        self.keep_text = keep_text
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         base_loss = pl.Series("loss", batch["loss"].to_pylist(), dtype=pl.Float64)
         ref = reference_scores(self.scorer, batch[TEXT].to_pylist(), base_loss)
-        return _with_columns(batch.drop_columns([TEXT]), ref)
+        table = _with_columns(batch.drop_columns([TEXT]), ref)
+        return table.append_column(TEXT, batch[TEXT]) if self.keep_text else table
 
 
 def torch_threads(cpus_per_actor: float) -> int:

@@ -28,7 +28,7 @@ from minkscan.evaluation.tables import (
     to_markdown,
 )
 from minkscan.io.paths import filesystem_for, fs_path
-from minkscan.io.scores import ScoreOutput
+from minkscan.io.scores import read_scores
 from minkscan.io.sources import InputError
 from minkscan.models.loading import load_model
 from minkscan.scorer import DocumentScorer
@@ -127,12 +127,6 @@ def _work_dir(work_dir: str | None) -> Iterator[str]:
         yield directory
 
 
-def _read_scores(config: ScanConfig) -> pl.DataFrame:
-    output = config.data.output
-    fs = filesystem_for([output], config.data.s3)
-    return pl.from_arrow(ScoreOutput(fs, fs_path(output)).read()).drop("source", "row")
-
-
 def run_benchmark(
     config: ScanConfig, data: pl.DataFrame, k: int = 20, work_dir: str | None = None
 ) -> BenchmarkResult:
@@ -140,7 +134,8 @@ def run_benchmark(
 
     Besides the single-pass methods, the tables hold every baseline enabled in
     ``config.baselines`` (each a stage of the pipeline). The ids and texts are written as
-    the pipeline's input under ``work_dir`` and scored into ``work_dir/scores``; the
+    the pipeline's input under ``work_dir`` and scored into ``work_dir/scores``, labels and
+    groups kept in the score files (`data.keep_columns`), so no join is needed; the
     default, a temporary local directory, suits the embedded Ray and single-node clusters,
     while a multi-node cluster needs shared storage (e.g. s3://bucket/prefix). A
     ``work_dir`` that already holds scores is resumed, not re-scored.
@@ -150,21 +145,22 @@ def run_benchmark(
         base = directory.rstrip("/")
         fs.create_dir(fs_path(f"{base}/input"), recursive=True)
         with fs.open_output_stream(fs_path(f"{base}/input/labelled.parquet")) as stream:
-            pq.write_table(data.select("id", "text").to_arrow(), stream)
+            pq.write_table(data.select("id", "text", "label", "group").to_arrow(), stream)
         data_config = config.data.model_copy(
             update={
                 "input": [f"{base}/input/labelled.parquet"],
                 "output": f"{base}/scores",
                 "text_column": "text",
                 "id_column": "id",
+                "keep_columns": ["label", "group"],
                 "skip_bad_shards": False,
             }
         )
         config = config.model_copy(update={"data": data_config})
         with ray_session(config):
             summary = run_scoring(config)
-        scores = _read_scores(config)
-    labelled = data.drop("text").join(scores, on="id", how="left", maintain_order="left")
+        scores = read_scores(config.data.output, config.data.s3).table
+    labelled = pl.from_arrow(scores).sort("row").drop("source", "row")  # input order
     return _tabulate(labelled, config, k, summary.forward_passes)
 
 

@@ -6,6 +6,7 @@ disk and S3 the same way; paths handed to Ray are filesystem paths (no ``s3://``
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -20,11 +21,17 @@ def is_s3(path: str) -> bool:
 
 
 def s3_filesystem(options: S3Config) -> pafs.S3FileSystem:
-    """A pyarrow S3 filesystem from the config; unset options fall back to the AWS env vars."""
+    """A pyarrow S3 filesystem from the config; unset options fall back to the AWS env vars
+    (``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` for the endpoint, as the AWS CLI)."""
     kwargs: dict[str, object] = {"anonymous": options.anon}
-    if options.endpoint_url:
-        kwargs["endpoint_override"] = options.endpoint_url
-        if options.endpoint_url.startswith("http://"):
+    endpoint = (
+        options.endpoint_url
+        or os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL")
+    )
+    if endpoint:
+        kwargs["endpoint_override"] = endpoint
+        if endpoint.startswith("http://"):
             kwargs["scheme"] = "http"
     if options.region:
         kwargs["region"] = options.region

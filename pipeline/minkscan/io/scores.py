@@ -32,7 +32,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from minkscan.config import S3Config
 from minkscan.errors import UserError
+from minkscan.io.paths import filesystem_for, fs_path
 
 MARKER = "_minkscan.json"
 MANIFEST = "_manifest.json"
@@ -224,3 +226,33 @@ class ScoreOutput:
                 return pa.table({name: pa.array([], pa.null()) for name in names})
             raise OutputError(f"{self.root} holds no minkscan scores")
         return pa.concat_tables(tables, promote_options="permissive")
+
+
+@dataclass(frozen=True)
+class ScoreData:
+    """Score rows with what produced them (from the run manifest, when there is one)."""
+
+    table: pa.Table
+    model: str | None
+    inputs: list[str]
+
+
+def read_scores(path: str, s3: S3Config | None = None) -> ScoreData:
+    """A `minkscan score` output directory (its complete pieces) or one score Parquet file,
+    local or ``s3://``; the one way calibrate, report, benchmark and nightly read scores."""
+    fs = filesystem_for([path], s3 or S3Config())
+    where = fs_path(path)
+    info = fs.get_file_info(where)
+    if info.type == pafs.FileType.NotFound:
+        raise OutputError(f"no scores at {path}")
+    if info.type == pafs.FileType.File:
+        with fs.open_input_file(where) as handle:
+            return ScoreData(pq.read_table(handle), None, [])
+    output = ScoreOutput(fs, where)
+    table = output.read()
+    manifest = output.read_json(MANIFEST) if _exists(fs, f"{where}/{MANIFEST}") else {}
+    return ScoreData(table, manifest.get("model"), list(manifest.get("inputs", [])))
+
+
+def _exists(fs: pafs.FileSystem, path: str) -> bool:
+    return fs.get_file_info(path).type == pafs.FileType.File

@@ -195,11 +195,13 @@ def plan_pieces(
     piece_rows: int,
     text_column: str,
     id_column: str,
+    keep_columns: tuple[str, ...] = (),
 ) -> InputPlan:
     """Cut every file into pieces, reading footers (Parquet) or first records only.
 
     A file that cannot be opened or lacks the text column is reported now, before any work,
-    instead of failing inside the pipeline. Ids must be in every file or in none.
+    instead of failing inside the pipeline; so is one lacking a kept column (a user error,
+    not a bad shard). Ids must be in every file or in none.
     """
     pieces: list[Piece] = []
     bad: dict[str, str] = {}
@@ -217,6 +219,11 @@ def plan_pieces(
         except (OSError, ValueError, ShardError) as error:
             bad[file.path] = str(error)
             continue
+        missing = [name for name in keep_columns if name not in names]
+        if missing:
+            raise InputError(
+                f"--keep-columns: {file.path} has no column(s) {missing} (has {names[:10]})"
+            )
         with_ids[file.relpath] = id_column in names
         if metadata is None:
             pieces.append(Piece(file, 0, None))

@@ -147,7 +147,11 @@ def nightly_scan(
         for relpath in sorted(current)
     ]
     report = build_report(
-        pl.concat(frames, how="diagonal_relaxed").lazy(), calibration, group_column="shard"
+        pl.concat(frames, how="diagonal_relaxed").lazy(),
+        calibration,
+        group_column="shard",
+        model=config.model.name,
+        inputs=list(data.input),
     )
     report_paths = write_report(report, report_dir)
     summary = json_summary(report)

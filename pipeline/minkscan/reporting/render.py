@@ -1,152 +1,164 @@
-"""Render a `Report` as a self-contained HTML page (plots inlined as PNG), Markdown and JSON.
+"""Render a `Report` as a self-contained HTML page, Markdown and JSON.
 
-All document text and group names go through `html.escape`, so a document holding
-``<script>`` renders as text and the page runs no script at all.
+HTML comes from a Jinja2 template with autoescaping on, so document text and group names
+render as text (a document holding ``<script>`` shows it); the page has no script and a
+Content-Security-Policy that forbids one. Every Markdown cell is escaped for Markdown and
+HTML, so a group name cannot break the table or inject markup.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
+import importlib.metadata
 import json
+import re
 from dataclasses import asdict
 from pathlib import Path
 
-import matplotlib
+import jinja2
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from minkscan.reporting import plots
+from minkscan.reporting.summary import GroupResult, Report, format_p
 
-from minkscan.reporting.summary import Report  # noqa: E402
-
-RESULT_HEADER = (
-    "group",
-    "method",
-    "scored",
-    "flagged",
-    "flagged %",
-    "chance %",
-    "p-value",
-    "contamination",
+_ENVIRONMENT = jinja2.Environment(
+    loader=jinja2.PackageLoader("minkscan.reporting", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
 )
+# Inline Markdown syntax (emphasis, code, links, tables, strike-through); <, > and & are
+# HTML-escaped first. Cells and sentences never start a line, so line-start syntax is moot.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 
-def _result_cells(report: Report, method_filter: str | None) -> list[list[str]]:
-    rows = []
-    for row in report.results:
-        if method_filter is not None and row.method != method_filter:
-            continue
-        bound = " (lower bound)" if row.contamination_is_lower_bound else ""
-        rows.append(
-            [
-                row.group,
-                row.method,
-                str(row.n_scored),
-                str(row.n_flagged),
-                f"{100 * row.flagged_fraction:.1f}",
-                f"{100 * row.expected_fraction:.1f}",
-                f"{row.p_value:.2g}",
-                f"{100 * row.contamination:.1f}% [{100 * row.contamination_low:.1f}, "
-                f"{100 * row.contamination_high:.1f}]{bound}",
-            ]
-        )
-    return rows
+def percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def significant_digits(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def markdown_cell(value: object) -> str:
+    """One table cell: HTML-escaped, Markdown specials backslash-escaped, on one line."""
+    text = html.escape(" ".join(str(value).split()), quote=False)
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def _markdown_table(header: list[str], rows: list[list[object]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(markdown_cell(c) for c in row) + " |" for row in rows]
+
+
+def _estimate(row: GroupResult) -> str:
+    bound = "at least " if row.contamination_is_lower_bound else ""
+    return (
+        f"{bound}{percent(row.contamination)} [{percent(row.contamination_low)}, "
+        f"{percent(row.contamination_high)}]"
+    )
 
 
 def markdown_summary(report: Report) -> str:
-    """Primary-method table per group, Markdown."""
+    """Verdict, warnings, primary table, evidence ids and the exploratory table."""
+    cal = report.calibration.methods[report.primary_method]
     lines = [
         "# minkscan contamination report",
         "",
-        f"Method `{report.primary_method}`, target FPR {report.calibration.target_fpr}, "
-        f"calibrated on {report.calibration.source}; intervals at "
-        f"{100 * report.calibration.confidence:.0f}% confidence.",
+        f"**{markdown_cell(report.headline())}**",
         "",
-        "| " + " | ".join(RESULT_HEADER) + " |",
-        "|" + "---|" * len(RESULT_HEADER),
+        *[f"- {markdown_cell(report.sentence(row))}" for row in report.primary],
+        "",
+        *[f"> Warning: {markdown_cell(w)}" for w in report.warnings],
+        "",
+        f"Model {markdown_cell(report.model or 'unknown')}; primary method "
+        f"{markdown_cell(report.primary_method)}; flagged when score > "
+        f"{significant_digits(cal.threshold)} [{significant_digits(cal.threshold_low)}, "
+        f"{significant_digits(cal.threshold_high)}], set on {cal.n_nonmembers} non-members at "
+        f"target FPR {percent(report.calibration.target_fpr)}.",
+        "",
     ]
-    lines += [
-        "| " + " | ".join(cells) + " |" for cells in _result_cells(report, report.primary_method)
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _png(figure: plt.Figure) -> str:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=80, bbox_inches="tight")
-    plt.close(figure)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def _histogram_png(report: Report, method: str) -> str:
-    figure, axes = plt.subplots(figsize=(6, 3))
-    edges = report.histogram_edges[method]
-    for name, density in report.histograms[method].items():
-        axes.stairs(density, edges, label=name)
-    axes.axvline(report.calibration.methods[method].threshold, color="k", linestyle="--")
-    axes.set_xlabel(method)
-    axes.set_ylabel("fraction of documents")
-    axes.legend(fontsize="small")
-    return _png(figure)
-
-
-def _roc_png(report: Report) -> str:
-    figure, axes = plt.subplots(figsize=(4, 4))
-    for method, (fpr, tpr) in report.roc.items():
-        axes.plot(fpr, tpr, label=method)
-    axes.plot([0, 1], [0, 1], color="grey", linestyle=":")
-    axes.set_xlabel("FPR")
-    axes.set_ylabel("TPR")
-    axes.legend(fontsize="x-small")
-    return _png(figure)
-
-
-def _table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(cell)}</th>" for cell in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
+    lines += _markdown_table(
+        ["group", "scored", "flagged", "chance", "p (Holm)", "contamination"],
+        [
+            [
+                r.group,
+                r.n_scored,
+                f"{percent(r.flagged_fraction)} [{percent(r.flagged_low)}, "
+                f"{percent(r.flagged_high)}]",
+                percent(r.expected_fraction),
+                format_p(r.p_adjusted),
+                _estimate(r),
+            ]
+            for r in report.primary
+        ],  # fmt: skip
     )
-    return f"<table><tr>{head}</tr>{body}</table>"
+    if report.top_documents:
+        lines += ["", "## Most member-like documents", ""]
+        lines += _markdown_table(
+            ["id", "group", "score", "lowest-z tokens"],
+            [
+                [d.id, d.group, significant_digits(d.score), " · ".join(d.lowest_tokens[:12])]
+                for d in report.top_documents
+            ],
+        )
+    if report.exploratory:
+        lines += ["", "## Exploratory (other methods; p Holm-adjusted across all)", ""]
+        lines += _markdown_table(
+            ["method", "group", "flagged", "chance", "p", "p (Holm)"],
+            [
+                [
+                    r.method,
+                    r.group,
+                    percent(r.flagged_fraction),
+                    percent(r.expected_fraction),
+                    format_p(r.p_value),
+                    format_p(r.p_adjusted),
+                ]
+                for r in report.exploratory
+            ],  # fmt: skip
+        )
+    return "\n".join(lines) + "\n"
 
 
 def html_page(report: Report) -> str:
     """The whole report as one HTML page with no external resources and no scripts."""
-    parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>minkscan report</title>",
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px;vertical-align:top}"
-        "td{max-width:60em;white-space:pre-wrap}</style></head><body>",
-        "<h1>minkscan contamination report</h1>",
-        f"<p>Primary method <b>{html.escape(report.primary_method)}</b>; target FPR "
-        f"{report.calibration.target_fpr}; calibrated on {html.escape(report.calibration.source)}."
-        "</p><h2>Per group and method</h2>",
-        _table(RESULT_HEADER, _result_cells(report, None)),
-        "<h2>Score histograms against the calibration non-members</h2>",
-    ]
-    for method in report.histograms:
-        image = _histogram_png(report, method)
-        parts.append(f"<h3>{html.escape(method)}</h3><img alt='histogram' src='{image}'>")
-    if report.roc:
-        parts.append(f"<h2>ROC curves</h2><img alt='ROC' src='{_roc_png(report)}'>")
-    top = report.top_documents
-    parts.append(f"<h2>Top {top.height} most suspicious documents</h2>")
-    parts.append(_table(top.columns, [[str(value) for value in row] for row in top.iter_rows()]))
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    figures = {
+        "histogram": plots.histogram(report),
+        "flagged": plots.flagged_fractions(report),
+        "roc": plots.roc(report) if report.roc else "",
+    }
+    template = _ENVIRONMENT.get_template("report.html.j2")
+    return template.render(
+        r=report,
+        cal=report.calibration.methods[report.primary_method],
+        conf=f"{100 * report.calibration.confidence:.0f}%",
+        n_scored=sum(row.n_scored for row in report.primary),
+        methods=sorted({row.method for row in report.exploratory}),
+        plots=figures,
+        pct=percent,
+        sig=significant_digits,
+        fmt_p=format_p,
+        version=importlib.metadata.version("minkscan"),
+    )
 
 
 def json_summary(report: Report) -> dict:
     """Machine-readable summary (no plots, no document text)."""
     return {
+        "verdict": report.headline(),
+        "model": report.model,
+        "inputs": report.inputs,
         "primary_method": report.primary_method,
+        "flagged_when": "score > threshold",
+        "threshold": report.threshold,
+        "alpha": report.alpha,
         "target_fpr": report.calibration.target_fpr,
         "confidence": report.calibration.confidence,
         "calibration_source": report.calibration.source,
+        "warnings": report.warnings,
+        "groups": [asdict(row) | {"verdict": report.sentence(row)} for row in report.primary],
         "results": [asdict(row) for row in report.results],
-        "top_ids": report.top_documents["id"].to_list()
-        if "id" in report.top_documents.columns
-        else [],
+        "length_check": asdict(report.lengths) if report.lengths else None,
+        "top_ids": [doc.id for doc in report.top_documents],
     }
 
 

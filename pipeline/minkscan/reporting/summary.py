@@ -1,22 +1,38 @@
-"""Per-group contamination statistics at calibrated thresholds, computed lazily with polars.
+"""Per-group contamination statistics at calibrated thresholds, and the verdict they support.
 
-Flagged fraction f is compared with the chance rate (the calibrated FPR) by a one-sided
-binomial test. Where the method's TPR is known, the contaminated fraction is estimated as
-(f - FPR) / (TPR - FPR), clipped to [0, 1], with the Clopper-Pearson interval of f mapped
-through the same formula. Without a TPR, (f - FPR) / (1 - FPR) is a lower bound (TPR <= 1).
+A document is flagged when its score is above the method's threshold (`is_flagged`). Per
+group, the flagged fraction f (Clopper-Pearson interval) is compared with the chance rate
+(the calibrated FPR) by a one-sided binomial test. Where the method's TPR is known, the
+contaminated fraction is estimated as (f - FPR) / (TPR - FPR), clipped to [0, 1], with the
+interval of f mapped through the same formula; without a TPR, (f - FPR) / (1 - FPR) is a
+lower bound (TPR <= 1).
+
+The primary method is declared before looking (default Min-K%++ k=20). Its p-values are
+Holm-adjusted across groups and decide the verdict; every other method is exploratory, with
+p-values Holm-adjusted across all its (method, group) tests, so that picking the method
+that "found" contamination is not mistaken for evidence.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 from scipy.stats import binomtest
 
-from minkscan.calibration.threshold import Calibration, clopper_pearson, score_columns
+from minkscan.calibration.threshold import (
+    Calibration,
+    clopper_pearson,
+    is_flagged,
+    primary_method,
+    sample_size_warning,
+    score_columns,
+)
+from minkscan.reporting.evidence import Evidence, top_evidence
+from minkscan.reporting.lengths import LengthCheck, length_check
 
-HISTOGRAM_BINS = 30
+ROC_OTHERS = 3  # methods drawn beside the primary one in the ROC plot
 
 
 @dataclass(frozen=True)
@@ -28,33 +44,101 @@ class GroupResult:
     n_scored: int
     n_flagged: int
     flagged_fraction: float
+    flagged_low: float
+    flagged_high: float
     expected_fraction: float
     p_value: float
+    p_adjusted: float
     contamination: float
     contamination_low: float
     contamination_high: float
     contamination_is_lower_bound: bool
 
+    def significant(self, alpha: float) -> bool:
+        return self.p_adjusted < alpha
+
 
 @dataclass(frozen=True)
 class Report:
-    """Everything `write_report` renders; plain data, no plotting."""
+    """Everything the renderers show; plain data, no plotting."""
 
+    model: str | None
+    inputs: list[str]
     primary_method: str
-    results: list[GroupResult]
-    histograms: dict[str, dict[str, list[float]]]
-    histogram_edges: dict[str, list[float]]
-    roc: dict[str, tuple[list[float], list[float]]]
-    top_documents: pl.DataFrame
+    alpha: float
     calibration: Calibration
+    primary: list[GroupResult]
+    exploratory: list[GroupResult]
+    top_documents: list[Evidence]
+    audited_sample: dict[str, list[float]]  # primary scores per group (a sample), for plots
+    roc: dict[str, tuple[list[float], list[float], float]]  # method: fpr, tpr, AUROC
+    lengths: LengthCheck | None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def results(self) -> list[GroupResult]:
+        return self.primary + self.exploratory
+
+    @property
+    def threshold(self) -> float:
+        return self.calibration.methods[self.primary_method].threshold
 
     def exceeding(self, bound: float) -> list[GroupResult]:
         """Primary-method groups whose estimated contamination exceeds ``bound``."""
-        return [
-            row
-            for row in self.results
-            if row.method == self.primary_method and row.contamination > bound
-        ]
+        return [row for row in self.primary if row.contamination > bound]
+
+    def headline(self) -> str:
+        """One sentence over all groups."""
+        hits = [row.group for row in self.primary if row.significant(self.alpha)]
+        level = f"at the {self.alpha:.0%} level"
+        if not hits:
+            return f"No evidence of contamination in any group {level} ({self.primary_method})."
+        named = ", ".join(f"'{name}'" for name in hits)
+        return (
+            f"Evidence of contamination {level} in {len(hits)} of {len(self.primary)} "
+            f"group(s): {named} ({self.primary_method})."
+        )
+
+    def sentence(self, row: GroupResult) -> str:
+        """The verdict for one group, in words a reader can act on."""
+        rates = (
+            f"{_percent(row.flagged_fraction)} of {row.n_scored} documents flagged against "
+            f"{_percent(row.expected_fraction)} by chance (Holm-adjusted p = "
+            f"{format_p(row.p_adjusted)})"
+        )
+        if not row.significant(self.alpha):
+            return (
+                f"No evidence of contamination in group '{row.group}' at the "
+                f"{self.alpha:.0%} level: {rates}."
+            )
+        estimate = "at least " if row.contamination_is_lower_bound else ""
+        return (
+            f"Evidence of contamination in group '{row.group}' at the {self.alpha:.0%} level: "
+            f"{rates}; estimated contaminated fraction {estimate}"
+            f"{_percent(row.contamination)} [{_percent(row.contamination_low)}, "
+            f"{_percent(row.contamination_high)}]."
+        )
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def format_p(value: float) -> str:
+    """p-values to two significant digits, tiny ones as a bound."""
+    return "< 1e-10" if value < 1e-10 else f"{value:.2g}"
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm step-down adjusted p-values (family-wise error control), in input order."""
+    order = np.argsort(p_values)
+    m = len(p_values)
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted.tolist()
 
 
 def _contamination(
@@ -69,6 +153,52 @@ def _contamination(
     return mapped(flagged / n), mapped(low), mapped(high), tpr is None or tpr <= fpr
 
 
+def _group_rows(
+    rows: pl.LazyFrame, method: str, calibration: Calibration
+) -> list[tuple[str, int, int, float, float, float, float, float, float, bool]]:
+    """(group, n, flagged, f low, f high, p, contamination, low, high, lower bound) per group."""
+    cal = calibration.methods[method]
+    counts = (
+        rows.filter(pl.col(method).is_not_null() & pl.col(method).is_finite())
+        .group_by("_group")
+        .agg(pl.len().alias("n"), is_flagged(pl.col(method), cal.threshold).sum().alias("flagged"))
+        .sort("_group")
+        .collect()
+    )
+    out = []
+    for name, n, flagged in counts.iter_rows():
+        low, high = clopper_pearson(flagged, n, calibration.confidence)
+        p_value = binomtest(flagged, n, max(cal.fpr, 1e-12), alternative="greater").pvalue
+        estimate = _contamination(flagged, n, cal.fpr, cal.tpr, calibration.confidence)
+        out.append((str(name), n, flagged, low, high, float(p_value), *estimate))
+    return out
+
+
+def _results(rows: pl.LazyFrame, methods: list[str], calibration: Calibration) -> list[GroupResult]:
+    """Rows of several methods, p-values Holm-adjusted across all of them."""
+    raw = [(method, row) for method in methods for row in _group_rows(rows, method, calibration)]
+    adjusted = holm([row[5] for _, row in raw])
+    return [
+        GroupResult(
+            group=row[0],
+            method=method,
+            n_scored=row[1],
+            n_flagged=row[2],
+            flagged_fraction=row[2] / row[1],
+            flagged_low=row[3],
+            flagged_high=row[4],
+            expected_fraction=calibration.methods[method].fpr,
+            p_value=row[5],
+            p_adjusted=p,
+            contamination=row[6],
+            contamination_low=row[7],
+            contamination_high=row[8],
+            contamination_is_lower_bound=row[9],
+        )
+        for (method, row), p in zip(raw, adjusted, strict=True)
+    ]
+
+
 def build_report(
     scores: pl.LazyFrame,
     calibration: Calibration,
@@ -76,108 +206,93 @@ def build_report(
     primary_method: str | None = None,
     group_column: str | None = None,
     top_n: int = 20,
+    alpha: float = 0.05,
+    model: str | None = None,
+    inputs: list[str] | None = None,
+    sample_rows: int = 5000,
 ) -> Report:
-    """Flag rates, tests, contamination estimates, histograms and top documents per group."""
+    """Verdict, per-group statistics, evidence documents and warnings for one scored dataset."""
     names = scores.collect_schema().names()
     methods = [name for name in score_columns(names) if name in calibration.methods]
     if not methods:
-        raise ValueError("the score file has none of the calibrated score columns")
-    primary = primary_method or ("minkpp_k20" if "minkpp_k20" in methods else methods[0])
-    if primary not in methods:
-        raise ValueError(f"method '{primary}' is not in both the scores and the calibration")
+        raise ValueError("the scores have none of the calibrated score columns")
+    primary = _primary(methods, primary_method)
     if group_column is not None and group_column not in names:
-        raise ValueError(f"group column '{group_column}' is not in the score file")
-    group = pl.col(group_column).cast(pl.Utf8) if group_column else pl.lit("all")
-    rows = scores.with_columns(group.alias("_group"))
-
-    results, histograms, edges = [], {}, {}
-    for method in methods:
-        cal = calibration.methods[method]
-        counts = (
-            rows.filter(pl.col(method).is_not_null() & pl.col(method).is_finite())
-            .group_by("_group")
-            .agg(
-                pl.len().alias("n"),
-                (pl.col(method) > cal.threshold).sum().alias("flagged"),
-            )
-            .sort("_group")
-            .collect()
+        raise ValueError(
+            f"group column '{group_column}' is not in the scores (has {names[:12]}); keep it "
+            f"with `minkscan score --keep-columns {group_column}`"
         )
-        for name, n, flagged in counts.iter_rows():
-            estimate, low, high, lower_bound = _contamination(
-                flagged, n, cal.fpr, cal.tpr, calibration.confidence
-            )
-            p_value = binomtest(flagged, n, max(cal.fpr, 1e-12), alternative="greater").pvalue
-            results.append(
-                GroupResult(
-                    name,
-                    method,
-                    n,
-                    flagged,
-                    flagged / n,
-                    cal.fpr,
-                    float(p_value),
-                    estimate,
-                    low,
-                    high,
-                    lower_bound,
-                )
-            )
-        histograms[method], edges[method] = _histograms(rows, method, cal.nonmember_sample)
-
-    top_columns = [c for c in ("id", "_group", "text", primary) if c in names or c == "_group"]
-    top = (
-        rows.filter(pl.col(primary).is_not_null())
-        .sort(primary, descending=True)
-        .head(top_n)
-        .select(top_columns)
-        .rename({"_group": "group"})
-        .collect()
+    group = pl.col(group_column).cast(pl.Utf8).fill_null("(none)") if group_column else None
+    rows = scores.with_columns((group if group is not None else pl.lit("all")).alias("_group"))
+    others = [method for method in methods if method != primary]
+    warnings = [w for w in [sample_size_warning(calibration, primary)] if w]
+    if model and calibration.model and model != calibration.model:
+        warnings.append(
+            f"the scores come from model '{model}' but the calibration from "
+            f"'{calibration.model}': thresholds do not transfer between models"
+        )
+    lengths = length_check(rows, primary, calibration) if "n_tokens" in names else None
+    if lengths is not None and lengths.warning:
+        warnings.append(lengths.warning)
+    roc = _roc(rows, primary, others, names)
+    return Report(
+        model=model,
+        inputs=inputs or [],
+        primary_method=primary,
+        alpha=alpha,
+        calibration=calibration,
+        primary=_results(rows, [primary], calibration),
+        exploratory=_results(rows, others, calibration) if others else [],
+        top_documents=top_evidence(rows, primary, names, top_n),
+        audited_sample=_sample(rows, primary, sample_rows),
+        roc=roc,
+        lengths=lengths,
+        warnings=warnings,
     )
-    return Report(primary, results, histograms, edges, _roc(rows, methods, names), top, calibration)
 
 
-def _histograms(
-    rows: pl.LazyFrame, method: str, calibration_sample: list[float]
-) -> tuple[dict[str, list[float]], list[float]]:
-    """Density histograms per group and for the calibration non-members, shared bin edges."""
-    finite = rows.filter(pl.col(method).is_finite())
-    bounds = finite.select(pl.col(method).min().alias("lo"), pl.col(method).max().alias("hi"))
-    bounds = bounds.collect()
-    observed = [v for v in (bounds["lo"][0], bounds["hi"][0]) if v is not None]
-    low = min(*observed, *calibration_sample)
-    high = max(*observed, *calibration_sample)
-    width = (high - low) / HISTOGRAM_BINS or 1.0
-    bin_index = ((pl.col(method) - low) / width).floor().clip(0, HISTOGRAM_BINS - 1).cast(pl.Int64)
-    binned = (
-        finite.group_by("_group", bin_index.alias("bin")).agg(pl.len().alias("count")).collect()
-    )
-    result: dict[str, list[float]] = {}
-    for (name,), part in binned.group_by("_group"):
-        counts = np.zeros(HISTOGRAM_BINS)
-        counts[part["bin"].to_numpy()] = part["count"].to_numpy()
-        result[str(name)] = list(counts / counts.sum())
-    reference = np.histogram(
-        calibration_sample, HISTOGRAM_BINS, (low, low + width * HISTOGRAM_BINS)
-    )
-    result["calibration non-members"] = list(reference[0] / reference[0].sum())
-    return result, [low + width * i for i in range(HISTOGRAM_BINS + 1)]
+def _primary(methods: list[str], declared: str | None) -> str:
+    try:
+        return primary_method(methods, declared)
+    except ValueError:
+        raise ValueError(
+            f"method '{declared}' is not in both the scores and the calibration"
+        ) from None
+
+
+def _sample(rows: pl.LazyFrame, method: str, size: int) -> dict[str, list[float]]:
+    """Up to ``size`` finite primary scores per group (seeded), for the histogram."""
+    finite = rows.filter(pl.col(method).is_finite()).select("_group", method).collect()
+    sample = {}
+    for (name,), part in finite.group_by("_group", maintain_order=True):
+        values = part[method]
+        if values.len() > size:
+            values = values.sample(size, seed=0)
+        sample[str(name)] = values.to_list()
+    return dict(sorted(sample.items()))
 
 
 def _roc(
-    rows: pl.LazyFrame, methods: list[str], names: list[str]
-) -> dict[str, tuple[list[float], list[float]]]:
-    """ROC curves per method when the score file carries 0/1 labels of both classes."""
+    rows: pl.LazyFrame, primary: str, others: list[str], names: list[str]
+) -> dict[str, tuple[list[float], list[float], float]]:
+    """ROC curves when the scores carry 0/1 labels of both classes: the primary method and
+    the ``ROC_OTHERS`` other methods of highest AUROC."""
     if "label" not in names:
         return {}
-    from sklearn.metrics import roc_curve
+    from sklearn.metrics import roc_auc_score, roc_curve
 
-    labelled = rows.filter(pl.col("label").is_not_null()).select(["label", *methods]).collect()
+    labelled = rows.filter(pl.col("label").is_not_null()).select(["label", primary, *others])
+    labelled = labelled.collect()
     if labelled["label"].n_unique() < 2:
         return {}
     curves = {}
-    for method in methods:
-        part = labelled.filter(pl.col(method).is_not_null())
-        fpr, tpr, _ = roc_curve(part["label"].to_numpy(), part[method].to_numpy())
-        curves[method] = (list(map(float, fpr)), list(map(float, tpr)))
-    return curves
+    for method in [primary, *others]:
+        part = labelled.filter(pl.col(method).is_not_null() & pl.col(method).is_finite())
+        if part["label"].n_unique() < 2:
+            continue
+        truth, values = part["label"].to_numpy(), part[method].to_numpy()
+        fpr, tpr, _ = roc_curve(truth, values)
+        curves[method] = (fpr.tolist(), tpr.tolist(), float(roc_auc_score(truth, values)))
+    best_others = sorted((m for m in curves if m != primary), key=lambda m: -curves[m][2])
+    keep = [m for m in [primary, *best_others[:ROC_OTHERS]] if m in curves]
+    return {method: curves[method] for method in keep}

@@ -31,6 +31,9 @@ class EncodedDocument:
     text: str
     input_ids: tuple[int, ...]
     status: str
+    # Character span [start, end) of each token in ``text`` when asked for; (0, 0) for
+    # special tokens such as BOS.
+    spans: tuple[tuple[int, int], ...] = ()
 
     @property
     def n_scored(self) -> int:
@@ -53,12 +56,16 @@ def encode_documents(
     max_tokens: int,
     prepend_bos: bool = False,
     windowed: bool = False,
+    spans: bool = False,
 ) -> list[EncodedDocument]:
     """Tokenise a batch of texts; bad inputs get a status instead of raising.
 
     Documents over ``max_tokens`` are cut to it (status truncated), or with ``windowed``
-    keep all their tokens (status windowed) for sliding-window scoring.
+    keep all their tokens (status windowed) for sliding-window scoring. ``spans`` also
+    returns each token's character span (needs a fast tokenizer).
     """
+    if spans and not getattr(tokenizer, "is_fast", False):
+        raise ValueError("token spans need a fast (Rust) tokenizer; this one is not")
     bos = bos_token_id(tokenizer) if prepend_bos else None
     documents: list[EncodedDocument | None] = [None] * len(texts)
     valid_positions: list[int] = []
@@ -71,18 +78,27 @@ def encode_documents(
             valid_positions.append(position)
 
     if valid_positions:
-        encoded = tokenizer([texts[i] for i in valid_positions], add_special_tokens=True)[
-            "input_ids"
-        ]
-        for position, ids in zip(valid_positions, encoded, strict=True):
+        encoded = tokenizer(
+            [texts[i] for i in valid_positions],
+            add_special_tokens=True,
+            return_offsets_mapping=spans,
+        )
+        offsets = encoded["offset_mapping"] if spans else [[]] * len(valid_positions)
+        for position, ids, offset in zip(
+            valid_positions, encoded["input_ids"], offsets, strict=True
+        ):
+            offset = [tuple(span) for span in offset]
             if bos is not None and (not ids or ids[0] != bos):
-                ids = [bos, *ids]
+                ids, offset = [bos, *ids], [(0, 0), *offset] if spans else offset
             status = OK
             if len(ids) > max_tokens:
                 ids, status = (ids, WINDOWED) if windowed else (ids[:max_tokens], TRUNCATED)
+                offset = offset[: len(ids)]
             if len(ids) < 2:
                 status = TOO_SHORT
-            documents[position] = EncodedDocument(str(texts[position]), tuple(ids), status)
+            documents[position] = EncodedDocument(
+                str(texts[position]), tuple(ids), status, tuple(offset)
+            )
     return [doc for doc in documents if doc is not None]
 
 

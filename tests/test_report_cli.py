@@ -1,0 +1,91 @@
+"""Through the CLI, as a user audits a test set: `score --keep-columns --token-scores`, then
+`calibrate` on the kept label and `report` on the kept group, with no manual join; kept columns
+and token scores that cannot work fail in one line before any work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from minkscan.cli import main
+from minkscan.io.scores import read_scores
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia24" / "length32.parquet"
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory) -> Path:
+    """60 WikiMIA-24 texts with their label and a source group, as a user's test set."""
+    path = tmp_path_factory.mktemp("audit") / "testset.parquet"
+    frame = pl.read_parquet(DATA).head(60)
+    frame.with_columns(
+        pl.when(pl.int_range(pl.len()) % 2 == 0).then(pl.lit("arxiv")).otherwise(pl.lit("wiki"))
+        .alias("source_name")
+    ).write_parquet(path)  # fmt: skip
+    return path
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_kept_columns_and_token_scores_feed_calibrate_and_report_without_a_join(
+    labelled, tiny_llama_dir, tmp_path, capsys
+) -> None:
+    out = tmp_path / "scores"
+    code = main(["score", "--input", str(labelled), "--output", str(out), "--model",
+                 str(tiny_llama_dir), "--keep-columns", "source_name,label", "--token-scores",
+                 "--k", "20"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    scores = pl.from_arrow(read_scores(str(out)).table).sort("row")
+    original = pl.read_parquet(labelled)
+    assert scores["label"].to_list() == original["label"].to_list()
+    assert scores["source_name"].to_list() == original["source_name"].to_list()
+    assert scores["text"].to_list() == original["text"].to_list()
+    for row in scores.head(5).iter_rows(named=True):  # the same pass: tokens give the score
+        z = np.sort(np.asarray(row["token_z"], dtype=np.float64))
+        k = max(1, len(z) * 20 // 100)
+        assert z[:k].mean() == pytest.approx(row["minkpp_k20"], abs=1e-5)
+        assert len(row["token_start"]) == len(z) == row["n_tokens"]
+        assert all(0 <= s <= e <= len(row["text"]) for s, e in
+                   zip(row["token_start"], row["token_end"], strict=True))  # fmt: skip
+
+    cal = tmp_path / "cal.json"
+    assert main(["calibrate", "--input", str(out), "--output", str(cal)]) == 0
+    calibration = json.loads(cal.read_text())
+    assert calibration["model"] == str(tiny_llama_dir)
+    assert calibration["methods"]["minkpp_k20"]["n_members"] == int(original["label"].sum())
+    capsys.readouterr()
+    report_dir = tmp_path / "report"
+    assert main(["report", "--input", str(out), "--calibration", str(cal), "--group-column",
+                 "source_name", "--output", str(report_dir), "--top", "5"]) == 0  # fmt: skip
+    printed = capsys.readouterr()
+    assert "group 'arxiv'" in printed.out and "group 'wiki'" in printed.out
+    assert "too few calibration non-members" in printed.err  # 30 non-members at 5%
+    page = (report_dir / "report.html").read_text()
+    assert page.count("<mark>") >= 5  # lowest-k% tokens of each top document
+    assert str(tiny_llama_dir) in page
+
+
+def test_kept_columns_that_are_missing_or_clash_fail_in_one_line_before_work(
+    labelled, tmp_path, capsys
+) -> None:
+    base = ["score", "--input", str(labelled), "--output", str(tmp_path / "out")]
+    assert main([*base, "--keep-columns", "label,nope"]) == 2
+    assert "has no column(s) ['nope']" in capsys.readouterr().err
+    assert main([*base, "--keep-columns", "loss"]) == 2
+    assert "would overwrite the score file's own column" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_on_scores_without_the_group_column_says_how_to_keep_it(tmp_path, capsys):
+    scores = pl.DataFrame({"id": ["a", "b", "c"], "status": ["ok"] * 3, "n_tokens": [9] * 3,
+                           "minkpp_k20": [0.1, 0.2, 0.3], "label": [0, 0, 1]})  # fmt: skip
+    scores.write_parquet(tmp_path / "s.parquet")
+    assert main(["calibrate", "--nonmembers", str(tmp_path / "s.parquet"),
+                 "--output", str(tmp_path / "c.json")]) == 0  # fmt: skip
+    code = main(["report", "--input", str(tmp_path / "s.parquet"), "--calibration",
+                 str(tmp_path / "c.json"), "--group-column", "dataset", "--output",
+                 str(tmp_path / "r")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "--keep-columns dataset" in err and "Traceback" not in err
