@@ -10,8 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 from minkscan.calibration import calibrate
+from minkscan.commands.nightly_scan import MANIFEST_NAME, nightly_scan, plan_changes
 from minkscan.config import load_config
-from minkscan.reporting.nightly import MANIFEST_NAME, nightly_scan, plan_changes
 
 TEXTS = [f"Document number {i} talks about topic {i % 3} in a few plain words." for i in range(6)]
 

@@ -10,9 +10,9 @@ import polars as pl
 import pyarrow.fs as pafs
 import pytest
 import ray
+from minkscan.baselines.extra_pass import lowercase_scores, neighbor_scores, reference_scores
 from minkscan.config import build_config
 from minkscan.distributed.runner import run_scoring
-from minkscan.evaluation.extra_pass import lowercase_scores, neighbor_scores, reference_scores
 from minkscan.io.scores import OutputError, ScoreOutput
 from minkscan.models.loading import load_model
 from minkscan.scorer import DocumentScorer

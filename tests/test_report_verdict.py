@@ -17,7 +17,7 @@ from minkscan.cli import main
 from minkscan.reporting import build_report, write_report
 from minkscan.reporting.evidence import excerpt, lowest_k
 from minkscan.reporting.render import markdown_cell
-from minkscan.reporting.summary import holm
+from minkscan.statistics import holm
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from scipy.stats import beta
 
 from minkscan.errors import UserError
-from minkscan.evaluation.metrics import auroc
+from minkscan.statistics import auroc, clopper_pearson
 
 SCORE_PREFIXES = ("loss", "zlib", "mink_k", "minkpp_k", "minkpp_mu_k", "minkpp_sigma_k")
 # The method a report's verdict rests on unless another is declared: Min-K%++ at k = 20%.
@@ -50,18 +49,6 @@ def score_columns(schema_names: list[str]) -> list[str]:
         for name in schema_names
         if name in ("loss", "zlib") or name.startswith(SCORE_PREFIXES[2:])
     ]
-
-
-def clopper_pearson(successes: int, trials: int, confidence: float) -> tuple[float, float]:
-    """Exact binomial confidence interval for a proportion."""
-    alpha = 1 - confidence
-    low = 0.0 if successes == 0 else float(beta.ppf(alpha / 2, successes, trials - successes + 1))
-    high = (
-        1.0
-        if successes == trials
-        else float(beta.ppf(1 - alpha / 2, successes + 1, trials - successes))
-    )
-    return low, high
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Exit 1 when --fail-above is given and a shard's estimated contamination exceeds it."""
     from minkscan.calibration import load_calibration
-    from minkscan.reporting.nightly import nightly_scan
+    from minkscan.commands.nightly_scan import nightly_scan
 
     config = config_from_args(args, {"data.input": args.input, "data.output": args.output})
     result = nightly_scan(config, load_calibration(args.calibration), args.report)

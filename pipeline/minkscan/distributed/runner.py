@@ -31,12 +31,12 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import ray
 
+from minkscan.baselines.extra_pass import baseline_columns, forward_passes
 from minkscan.config import ConfigError, ScanConfig
 from minkscan.distributed.context import data_context
 from minkscan.distributed.ids import IdReport, check_ids
 from minkscan.distributed.pieces import STATUS, commit_scores, read_pieces
 from minkscan.distributed.stages import ReferenceStage, ScoreStage, TokenizeStage, torch_threads
-from minkscan.evaluation.extra_pass import baseline_columns, forward_passes
 from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.scores import MANIFEST, ScoreOutput
 from minkscan.io.sources import (

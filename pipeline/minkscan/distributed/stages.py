@@ -1,6 +1,6 @@
 """The model-side stages Ray Data runs: CPU tokenisation, the model actor and the
 reference-model actor. Each maps a pyarrow batch to a pyarrow batch; the math stays in
-`minkscan.scorer` / `minkscan.scoring` / `minkscan.evaluation`. Reading pieces and
+`minkscan.scorer` / `minkscan.scoring` / `minkscan.baselines`. Reading pieces and
 committing scores are in `minkscan.distributed.pieces`.
 """
 
@@ -13,14 +13,14 @@ import pyarrow as pa
 import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from minkscan.config import BaselinesConfig, ModelConfig, ScoringConfig
-from minkscan.distributed.pieces import STATUS
-from minkscan.evaluation.extra_pass import (
+from minkscan.baselines.extra_pass import (
     load_masked_lm,
     lowercase_scores,
     neighbor_scores,
     reference_scores,
 )
+from minkscan.config import BaselinesConfig, ModelConfig, ScoringConfig
+from minkscan.distributed.pieces import STATUS
 from minkscan.io.sources import PRESET_STATUS, TEXT
 from minkscan.models.loading import BUNDLED_GGUF, cached_bundled_model, load_model
 from minkscan.scorer import TOKEN_COLUMNS, DocumentScorer

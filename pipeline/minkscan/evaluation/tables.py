@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from minkscan.evaluation.metrics import auroc, bootstrap_interval, fpr_at_tpr, tpr_at_fpr
+from minkscan.statistics import auroc, bootstrap_interval, fpr_at_tpr, tpr_at_fpr
 
 ALL_GROUPS = "all"
 BOOTSTRAP_RESAMPLES = 200

@@ -23,7 +23,6 @@ from scipy.stats import binomtest
 
 from minkscan.calibration.threshold import (
     Calibration,
-    clopper_pearson,
     is_flagged,
     primary_method,
     sample_size_warning,
@@ -31,6 +30,7 @@ from minkscan.calibration.threshold import (
 )
 from minkscan.reporting.evidence import Evidence, top_evidence
 from minkscan.reporting.lengths import LengthCheck, length_check
+from minkscan.statistics import clopper_pearson, holm
 
 ROC_OTHERS = 3  # methods drawn beside the primary one in the ROC plot
 
@@ -127,18 +127,6 @@ def _percent(value: float) -> str:
 def format_p(value: float) -> str:
     """p-values to two significant digits, tiny ones as a bound."""
     return "< 1e-10" if value < 1e-10 else f"{value:.2g}"
-
-
-def holm(p_values: list[float]) -> list[float]:
-    """Holm step-down adjusted p-values (family-wise error control), in input order."""
-    order = np.argsort(p_values)
-    m = len(p_values)
-    adjusted = np.empty(m)
-    running = 0.0
-    for rank, index in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p_values[index]))
-        adjusted[index] = running
-    return adjusted.tolist()
 
 
 def _contamination(

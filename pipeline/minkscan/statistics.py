@@ -1,8 +1,10 @@
-"""Detection metrics over (label, score) pairs; label 1 = member, higher score = member.
+"""The statistics every higher layer shares (numpy, scipy, scikit-learn only): detection
+metrics over (label, score) pairs, the exact binomial interval and Holm's adjustment.
 
-Threshold convention for TPR at a target FPR: among all thresholds whose false-positive
-rate is at most the target (inclusive), the highest true-positive rate is reported. FPR
-at 95% TPR is the lowest FPR among thresholds reaching at least 95% TPR.
+Detection metrics: label 1 = member, higher score = member. TPR at a target FPR is the
+highest true-positive rate among all thresholds whose false-positive rate is at most the
+target (inclusive); FPR at 95% TPR is the lowest FPR among thresholds reaching at least 95%
+TPR.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import beta
 from sklearn.metrics import roc_auc_score, roc_curve
 
 DEFAULT_FPR_TARGETS = (0.05, 0.01, 0.001)
@@ -84,3 +87,27 @@ def bootstrap_interval(
     alpha = (1 - confidence) / 2
     low, high = np.quantile(values, [alpha, 1 - alpha])
     return Interval(metric(y, s), float(low), float(high))
+
+
+def clopper_pearson(successes: int, trials: int, confidence: float) -> tuple[float, float]:
+    """Exact binomial confidence interval for a proportion."""
+    alpha = 1 - confidence
+    low = 0.0 if successes == 0 else float(beta.ppf(alpha / 2, successes, trials - successes + 1))
+    high = (
+        1.0
+        if successes == trials
+        else float(beta.ppf(1 - alpha / 2, successes + 1, trials - successes))
+    )
+    return low, high
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm step-down adjusted p-values (family-wise error control), in input order."""
+    order = np.argsort(p_values)
+    m = len(p_values)
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted.tolist()

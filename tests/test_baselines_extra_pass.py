@@ -6,8 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
-from minkscan.config import ScoringConfig
-from minkscan.evaluation.extra_pass import (
+from minkscan.baselines.extra_pass import (
     MaskedLM,
     document_rng,
     load_masked_lm,
@@ -18,6 +17,7 @@ from minkscan.evaluation.extra_pass import (
     propose_replacements,
     reference_scores,
 )
+from minkscan.config import ScoringConfig
 from minkscan.scorer import DocumentScorer
 from minkscan.text.tokenize import EncodedDocument
 from transformers import BertConfig, BertForMaskedLM, BertTokenizer

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from minkscan.evaluation.metrics import auroc, bootstrap_interval, fpr_at_tpr, tpr_at_fpr
+from minkscan.statistics import auroc, bootstrap_interval, fpr_at_tpr, tpr_at_fpr
 
 # Thresholds from the top: 0.8 -> (fpr 0, tpr .5); 0.4 -> (.5, .5); 0.35 -> (.5, 1); 0.1 -> (1, 1)
 LABELS = [0, 0, 1, 1]
