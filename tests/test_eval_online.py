@@ -10,6 +10,7 @@ from minkscan.evaluation.online import chunk_scores, label_chunks, online_settin
 from minkscan.models.forward import batch_token_stats
 from minkscan.scorer import DocumentScorer
 from minkscan.scoring.aggregate import document_scores
+from minkscan.scoring.windows import select_positions
 
 from tests.conftest import TRAINING_TEXT
 
@@ -45,16 +46,7 @@ def test_chunk_scores_equal_offline_scores_of_same_tokens_with_same_prefix(score
             row_chunk=64,
             vocab_chunk=128,
         )
-        window = type(prefix_stats)(
-            *(
-                t[start:end]
-                for t in (
-                    prefix_stats.target_logprob,
-                    prefix_stats.mean_logprob,
-                    prefix_stats.std_logprob,
-                )
-            )
-        )
+        window = select_positions(prefix_stats, slice(start, end))
         offline = document_scores(
             window,
             torch.tensor([end - start]),

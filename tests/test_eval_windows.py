@@ -43,14 +43,14 @@ def test_each_windows_kept_predictions_stitch_to_every_token_in_text_order() -> 
         # "log p" of prediction j = id of the token it predicts
         targets = torch.tensor(ids[window.start + 1 : window.end], dtype=torch.float32)
         assert len(targets) == window.n_predictions
-        stats = TokenStats(targets, targets * 0, targets * 0 + 1)
+        stats = TokenStats(targets, targets * 0, targets * 0 + 1, targets * 0)
         parts.append(select_positions(stats, slice(window.first_kept, None)))
     assert concat_token_stats(parts).target_logprob.tolist() == [float(i) for i in ids[1:]]
 
 
 def naive_windowed_scores(loaded, text: str, input_ids, max_tokens: int, stride: int) -> dict:
     """Float64 reference: one unbatched full-softmax pass per window, new tokens kept."""
-    kept: dict[str, list[torch.Tensor]] = {"logprob": [], "mu": [], "sigma": []}
+    kept: dict[str, list[torch.Tensor]] = {"logprob": [], "mu": [], "sigma": [], "top1": []}
     for window in plan_windows(len(input_ids), max_tokens, stride):
         token = naive_token_scores(loaded, list(input_ids[window.start : window.end]))
         for name, values in token.items():

@@ -18,12 +18,11 @@ BLOCKS = {"block_n": 16, "block_v": 128, "block_h": 16}
 
 
 def max_gap(stats: TokenStats, reference: TokenStats) -> float:
-    pairs = zip(
-        (stats.target_logprob, stats.mean_logprob, stats.std_logprob),
-        (reference.target_logprob, reference.mean_logprob, reference.std_logprob),
-        strict=True,
+    fields = ("target_logprob", "mean_logprob", "std_logprob", "top1_logprob")  # Gap-K% too
+    return max(
+        (getattr(stats, f).double() - getattr(reference, f).double()).abs().max().item()
+        for f in fields
     )
-    return max((a.double() - b.double()).abs().max().item() for a, b in pairs)
 
 
 def float64_reference(hidden, weight, targets, bias=None, softcap=None) -> TokenStats:
@@ -117,7 +116,9 @@ def test_auto_head_picks_triton_when_usable_and_it_matches_the_logits_path(kind,
 def test_auto_head_warns_and_falls_back_to_torch_fused_when_triton_disagrees(monkeypatch):
     def wrong_kernel(hidden, weight, targets, **options):
         stats = token_stats_from_hidden(hidden, weight, targets)
-        return TokenStats(stats.target_logprob + 1.0, stats.mean_logprob, stats.std_logprob)
+        return TokenStats(
+            stats.target_logprob + 1.0, stats.mean_logprob, stats.std_logprob, stats.top1_logprob
+        )
 
     monkeypatch.setattr(forward, "triton_usable", lambda device: True)
     monkeypatch.setattr(forward, "token_stats_triton", wrong_kernel)

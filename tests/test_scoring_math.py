@@ -20,11 +20,12 @@ def float64_stats(logits: torch.Tensor, targets: torch.Tensor) -> TokenStats:
     probs = log_probs.exp()
     mean = (probs * log_probs).sum(-1)
     std = (probs * (log_probs - mean[:, None]) ** 2).sum(-1).sqrt()
-    return TokenStats(log_probs.gather(1, targets[:, None]).squeeze(1), mean, std)
+    top1 = log_probs.max(-1).values
+    return TokenStats(log_probs.gather(1, targets[:, None]).squeeze(1), mean, std, top1)
 
 
 def assert_stats_close(actual: TokenStats, expected: TokenStats, tolerance: float) -> None:
-    for name in ("target_logprob", "mean_logprob", "std_logprob"):
+    for name in ("target_logprob", "mean_logprob", "std_logprob", "top1_logprob"):
         got = getattr(actual, name).to(torch.float64)
         want = getattr(expected, name)
         assert torch.allclose(got, want, atol=tolerance, rtol=0), name
@@ -146,6 +147,7 @@ def test_every_score_is_oriented_higher_for_more_likely_text() -> None:
         target_logprob=torch.cat([likely, unlikely]),
         mean_logprob=torch.full((6,), -3.0),
         std_logprob=torch.full((6,), 2.0),
+        top1_logprob=torch.full((6,), -0.1),
     )
     scores = document_scores(
         stats, torch.tensor([3, 3]), ["same text", "same text"], [20, 100], [20]

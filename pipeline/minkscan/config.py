@@ -86,6 +86,9 @@ class ScoringConfig(_Section):
         description="torch.compile the per-tile reduction: same numbers, about half the "
         "reduction time on CPU, after a one-off compile of ~5-20 s (needs a C++ compiler).",
     )
+    gap_window: int = Field(
+        3, ge=1, description="Gap-K%: tokens per moving average of the normalised gap."
+    )
     token_scores: bool = Field(
         False,
         description="Also keep every scored token's Min-K%++ z-score and character span "

@@ -15,9 +15,10 @@ import polars as pl
 import torch
 
 from minkscan.config import ModelConfig, ScoringConfig
+from minkscan.methods import single_pass_columns
 from minkscan.models.forward import PaddedBatch, batch_token_stats, choose_head_path
 from minkscan.models.loading import LoadedModel, load_model
-from minkscan.scoring.aggregate import document_scores, score_column_names
+from minkscan.scoring.aggregate import document_scores
 from minkscan.scoring.token_stats import TokenStats
 from minkscan.scoring.windows import Window, concat_token_stats, plan_windows, select_positions
 from minkscan.text.tokenize import EncodedDocument, encode_documents, plan_batches
@@ -33,7 +34,7 @@ class DocumentScorer:
     def __init__(self, loaded: LoadedModel, scoring: ScoringConfig) -> None:
         self.loaded = loaded
         self.scoring = scoring
-        self.columns = score_column_names(scoring.k_percentages, scoring.ablation_k_percentages)
+        self.columns = single_pass_columns(scoring.k_percentages, scoring.ablation_k_percentages)
         tokenizer = loaded.tokenizer
         self.pad_id = next(
             int(i) for i in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0) if i is not None
@@ -139,6 +140,7 @@ class DocumentScorer:
                 [documents[i].text for i in members],
                 self.scoring.k_percentages,
                 self.scoring.ablation_k_percentages,
+                self.scoring.gap_window,
             )
             for name, values in scores.items():
                 for index, value in zip(members, values.tolist(), strict=True):

@@ -18,11 +18,9 @@ import numpy as np
 import polars as pl
 
 from minkscan.errors import UserError
+from minkscan.methods import DEFAULT_PRIMARY, score_columns
 from minkscan.statistics import auroc, clopper_pearson
 
-SCORE_PREFIXES = ("loss", "zlib", "mink_k", "minkpp_k", "minkpp_mu_k", "minkpp_sigma_k")
-# The method a report's verdict rests on unless another is declared: Min-K%++ at k = 20%.
-DEFAULT_PRIMARY_METHOD = "minkpp_k20"
 # Non-member scores (with their token counts) kept in the calibration file for plots and the
 # report's length check.
 HISTOGRAM_SAMPLE = 2000
@@ -34,21 +32,12 @@ def primary_method(methods: list[str], declared: str | None = None) -> str:
         if declared not in methods:
             raise ValueError(f"method '{declared}' is not among {methods}")
         return declared
-    return DEFAULT_PRIMARY_METHOD if DEFAULT_PRIMARY_METHOD in methods else methods[0]
+    return DEFAULT_PRIMARY if DEFAULT_PRIMARY in methods else methods[0]
 
 
 def is_flagged(score: pl.Expr, threshold: float) -> pl.Expr:
     """The one flagging rule: strictly above the calibrated threshold."""
     return score > threshold
-
-
-def score_columns(schema_names: list[str]) -> list[str]:
-    """The per-document score columns in a score file, in file order."""
-    return [
-        name
-        for name in schema_names
-        if name in ("loss", "zlib") or name.startswith(SCORE_PREFIXES[2:])
-    ]
 
 
 @dataclass(frozen=True)
@@ -161,7 +150,7 @@ def calibrate(
         raise ValueError(f"target FPR must be in (0, 1), got {target_fpr}")
     columns = score_columns(nonmembers.columns)
     if not columns:
-        raise ValueError("no score columns (loss, zlib, mink_k*, minkpp_k*) in the non-member file")
+        raise ValueError("no score columns (see minkscan.methods) in the non-member scores")
     rng = np.random.default_rng(seed)
     methods = {}
     for column in columns:

@@ -52,9 +52,9 @@ from minkscan.io.sources import (
     piece_descriptor,
     plan_pieces,
 )
+from minkscan.methods import single_pass_columns
 from minkscan.models.loading import check_model
 from minkscan.scorer import TOKEN_COLUMNS
-from minkscan.scoring.aggregate import score_column_names
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ def output_columns(config: ScanConfig) -> list[str]:
         ROW,
         "n_tokens",
         STATUS,
-        *score_column_names(scoring.k_percentages, scoring.ablation_k_percentages),
+        *single_pass_columns(scoring.k_percentages, scoring.ablation_k_percentages),
         *(TOKEN_COLUMNS if scoring.token_scores else ()),
         *baseline_columns(config.baselines),
     ]

@@ -30,9 +30,9 @@ from minkscan.evaluation.tables import (
 from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.scores import read_scores
 from minkscan.io.sources import InputError
+from minkscan.methods import single_pass_columns
 from minkscan.models.loading import load_model
 from minkscan.scorer import DocumentScorer
-from minkscan.scoring.aggregate import score_column_names
 
 
 def read_labelled(paths: Sequence[str]) -> pl.DataFrame:
@@ -108,7 +108,7 @@ def _tabulate(
     labelled: pl.DataFrame, config: ScanConfig, k: int, forward_passes: dict[str, int]
 ) -> BenchmarkResult:
     scoring = config.scoring
-    columns = score_column_names(scoring.k_percentages, scoring.ablation_k_percentages)
+    columns = single_pass_columns(scoring.k_percentages, scoring.ablation_k_percentages)
     return BenchmarkResult(
         scores=labelled,
         forward_passes=forward_passes,

@@ -56,6 +56,7 @@ def chunk_scores(
             chunk_texts,
             scoring.k_percentages,
             scoring.ablation_k_percentages,
+            scoring.gap_window,
         )
         rows["id"] += [doc_id] * len(starts)
         rows["chunk"] += list(range(len(starts)))

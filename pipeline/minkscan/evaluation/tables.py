@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from minkscan.methods import METHODS, title
 from minkscan.statistics import auroc, bootstrap_interval, fpr_at_tpr, tpr_at_fpr
 
 ALL_GROUPS = "all"
@@ -18,15 +19,12 @@ BOOTSTRAP_RESAMPLES = 200
 
 
 def method_columns(score_columns: Sequence[str], k: int) -> dict[str, str]:
-    """Main-table methods (display name -> score column) at the paper's default k."""
+    """Main-table methods (display name -> score column) at the paper's default k, in
+    registry order, for those present in the scores."""
     wanted = {
-        "Loss": "loss",
-        "Zlib": "zlib",
-        "Lowercase": "lowercase",
-        "Ref": "ref",
-        "Neighbor": "neighbor",
-        "Min-K%": f"mink_k{k}",
-        "Min-K%++": f"minkpp_k{k}",
+        method.title: method.key if method.per_k is None else f"{method.key}_k{k}"
+        for method in METHODS
+        if method.main_table
     }
     return {name: column for name, column in wanted.items() if column in score_columns}
 
@@ -43,11 +41,10 @@ def decomposition_columns(score_columns: Sequence[str], k: int) -> dict[str, str
 
 
 def k_sweep_columns(score_columns: Sequence[str]) -> dict[str, str]:
-    """Every Min-K% and Min-K%++ k present in the scores."""
+    """Every k of every main-table per-k method (Min-K%, Min-K%++, Gap-K%) in the scores."""
+    swept = [m for m in METHODS if m.per_k == "k_percentages" and m.main_table]
     return {
-        column.replace("minkpp_k", "Min-K%++ k=").replace("mink_k", "Min-K% k="): column
-        for column in score_columns
-        if column.startswith(("mink_k", "minkpp_k"))
+        title(column): column for method in swept for column in score_columns if method.owns(column)
     }
 
 

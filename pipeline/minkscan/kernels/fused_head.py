@@ -91,4 +91,5 @@ def token_stats_triton(
         target_logprob=(target_logit - run_max) - log_mass,
         mean_logprob=mean_shifted - log_mass,
         std_logprob=(m2 / mass).clamp_min(0).sqrt(),
+        top1_logprob=-log_mass,
     )

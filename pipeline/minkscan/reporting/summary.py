@@ -26,8 +26,8 @@ from minkscan.calibration.threshold import (
     is_flagged,
     primary_method,
     sample_size_warning,
-    score_columns,
 )
+from minkscan.methods import score_columns
 from minkscan.reporting.evidence import Evidence, top_evidence
 from minkscan.reporting.lengths import LengthCheck, length_check
 from minkscan.statistics import clopper_pearson, holm

@@ -6,10 +6,14 @@ Every score is oriented so that higher means "more likely a member":
     zlib                 loss / zlib-compressed byte length of the text   (Zlib attack)
     mink_k{P}            mean of the lowest P% of log p                   (Min-K%)
     minkpp_k{P}          mean of the lowest P% of (log p - mu) / sigma    (Min-K%++)
+    gapk_k{P}            mean of the lowest P% of the w-token moving average of
+                         (log p - log p_top1) / sigma                     (Gap-K%)
     minkpp_mu_k{P}       ... of (log p - mu)          (ablation: no sigma normalisation)
     minkpp_sigma_k{P}    ... of log p / sigma         (ablation: no mu calibration)
 
-with k = max(1, floor(P / 100 * n_scored_tokens)).
+with k = max(1, floor(P / 100 * n)), n the number of scored tokens (of smoothed values for
+Gap-K%: n - w + 1 moving averages, or the n raw values when n < w, as the authors' code).
+The columns and their order come from `minkscan.methods`.
 """
 
 from __future__ import annotations
@@ -19,19 +23,8 @@ from collections.abc import Sequence
 
 import torch
 
+from minkscan.methods import SINGLE_PASS
 from minkscan.scoring.token_stats import TokenStats, safe_divide
-
-
-def score_column_names(
-    k_percentages: Sequence[int], ablation_k_percentages: Sequence[int]
-) -> list[str]:
-    """Names of the score columns, in output order."""
-    names = ["loss", "zlib"]
-    names += [f"mink_k{p}" for p in k_percentages]
-    names += [f"minkpp_k{p}" for p in k_percentages]
-    names += [f"minkpp_mu_k{p}" for p in ablation_k_percentages]
-    names += [f"minkpp_sigma_k{p}" for p in ablation_k_percentages]
-    return names
 
 
 def zlib_length(text: str) -> int:
@@ -64,27 +57,46 @@ def lowest_k_means(
     return torch.where(lengths[:, None] > 0, means, torch.full_like(means, float("nan")))
 
 
+def moving_average(
+    values: torch.Tensor, lengths: torch.Tensor, window: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row-wise moving averages over ``window`` valid values ('valid' mode: n - w + 1 of
+    them), rows shorter than the window kept as they are. Returns (values, new lengths)."""
+    if window <= 1 or values.shape[1] < window:
+        return values, lengths
+    valid = torch.arange(values.shape[1])[None, :] < lengths[:, None]
+    cumulative = torch.nn.functional.pad(torch.where(valid, values, 0.0).cumsum(1), (1, 0))
+    averaged = (cumulative[:, window:] - cumulative[:, :-window]) / window
+    long_enough = lengths >= window
+    width = values.shape[1] - window + 1
+    smoothed = torch.where(long_enough[:, None], averaged, values[:, :width])
+    smoothed = torch.cat([smoothed, values[:, width:]], dim=1)  # short rows keep their tail
+    return smoothed, torch.where(long_enough, lengths - window + 1, lengths)
+
+
 def document_scores(
     stats: TokenStats,
     lengths: torch.Tensor,
     texts: Sequence[str],
     k_percentages: Sequence[int],
     ablation_k_percentages: Sequence[int],
+    gap_window: int = 3,
 ) -> dict[str, torch.Tensor]:
     """Aggregate flat per-token stats (documents laid end to end) into per-document scores.
 
     ``lengths[i]`` is the number of scored tokens of document i; ``stats`` vectors have
     ``lengths.sum()`` entries in document order. Returns float64 [docs] tensors keyed by
-    `score_column_names`, NaN for documents with no scored token.
+    `minkscan.methods.single_pass_columns`, NaN for documents with no scored token.
     """
     lengths = lengths.to(torch.long).cpu()
     n_docs = lengths.shape[0]
     max_len = int(lengths.max()) if n_docs else 0
     per_token = {
-        "logprob": stats.target_logprob,
+        "mink": stats.target_logprob,
         "minkpp": stats.minkpp(),
         "minkpp_mu": stats.target_logprob - stats.mean_logprob,
         "minkpp_sigma": safe_divide(stats.target_logprob, stats.std_logprob),
+        "gapk": safe_divide(stats.target_logprob - stats.top1_logprob, stats.std_logprob),
     }
     doc_index = torch.repeat_interleave(torch.arange(n_docs), lengths)
     offsets = torch.cumsum(lengths, 0) - lengths
@@ -96,17 +108,16 @@ def document_scores(
         padded[name] = grid
 
     nan = torch.full((n_docs,), float("nan"), dtype=torch.float64)
-    loss = torch.where(lengths > 0, padded["logprob"].sum(1) / lengths.clamp_min(1), nan)
+    loss = torch.where(lengths > 0, padded["mink"].sum(1) / lengths.clamp_min(1), nan)
     compressed = torch.tensor([max(1, zlib_length(t)) for t in texts], dtype=torch.float64)
     scores = {"loss": loss, "zlib": loss / compressed}
-    groups = [
-        ("mink", "logprob", k_percentages),
-        ("minkpp", "minkpp", k_percentages),
-        ("minkpp_mu", "minkpp_mu", ablation_k_percentages),
-        ("minkpp_sigma", "minkpp_sigma", ablation_k_percentages),
-    ]
-    for prefix, source, percentages in groups:
-        means = lowest_k_means(padded[source], lengths, percentages)
+    counts = dict.fromkeys(padded, lengths)  # values per document behind each score
+    padded["gapk"], counts["gapk"] = moving_average(padded["gapk"], lengths, gap_window)
+    for method in SINGLE_PASS:
+        if method.per_k is None:
+            continue
+        percentages = k_percentages if method.per_k == "k_percentages" else ablation_k_percentages
+        means = lowest_k_means(padded[method.key], counts[method.key], percentages)
         for column, p in enumerate(percentages):
-            scores[f"{prefix}_k{p}"] = means[:, column]
+            scores[f"{method.key}_k{p}"] = means[:, column]
     return scores

@@ -5,6 +5,7 @@ For each scored position with logits x (over the model's full vocabulary) and ta
     log p(t)  = x_t - logsumexp(x)
     mu        = E_p[log p]   = E_p[x] - logsumexp(x)
     sigma     = Std_p[log p] = Std_p[x]
+    log p_top1 = max(x) - logsumexp(x)   (Gap-K%; the running max the sweep keeps anyway)
 
 The vocabulary is swept in tiles. Each tile contributes its own max, softmax mass,
 p-weighted mean and *centred* second moment, merged with the parallel-variance rule
@@ -31,11 +32,13 @@ LogitTileFn = Callable[[int, int, int, int], torch.Tensor]
 
 @dataclass(frozen=True)
 class TokenStats:
-    """Float32 vectors over scored positions: log p(target), mu and sigma of log p."""
+    """Float32 vectors over scored positions: log p(target), mu and sigma of log p, and the
+    log-probability of the most likely token."""
 
     target_logprob: torch.Tensor
     mean_logprob: torch.Tensor
     std_logprob: torch.Tensor
+    top1_logprob: torch.Tensor
 
     def minkpp(self) -> torch.Tensor:
         """Min-K%++ token score (log p - mu) / sigma; 0 where sigma is 0 (degenerate p)."""
@@ -93,6 +96,7 @@ def token_stats(
     target_logprob = torch.empty(n_rows, dtype=torch.float32, device=device)
     mean_logprob = torch.empty_like(target_logprob)
     variance = torch.empty_like(target_logprob)
+    top1_logprob = torch.empty_like(target_logprob)
 
     for r0 in range(0, n_rows, row_chunk):
         r1 = min(r0 + row_chunk, n_rows)
@@ -128,9 +132,13 @@ def token_stats(
         target_logprob[r0:r1] = (run_target - run_max) - log_mass
         mean_logprob[r0:r1] = run_mean - log_mass
         variance[r0:r1] = (run_m2 / run_mass).clamp_min(0)
+        top1_logprob[r0:r1] = -log_mass
 
     return TokenStats(
-        target_logprob=target_logprob, mean_logprob=mean_logprob, std_logprob=variance.sqrt()
+        target_logprob=target_logprob,
+        mean_logprob=mean_logprob,
+        std_logprob=variance.sqrt(),
+        top1_logprob=top1_logprob,
     )
 
 

@@ -8,12 +8,15 @@ context and at least ``window - stride``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from minkscan.scoring.token_stats import TokenStats
+
+STAT_FIELDS = tuple(field.name for field in dataclasses.fields(TokenStats))
 
 
 @dataclass(frozen=True)
@@ -48,16 +51,9 @@ def plan_windows(n_tokens: int, window: int, stride: int) -> list[Window]:
 
 def select_positions(stats: TokenStats, positions: slice) -> TokenStats:
     """The stats of a range of positions (e.g. one window's new predictions in a batch)."""
-    return TokenStats(
-        stats.target_logprob[positions], stats.mean_logprob[positions], stats.std_logprob[positions]
-    )
+    return TokenStats(*(getattr(stats, name)[positions] for name in STAT_FIELDS))
 
 
 def concat_token_stats(parts: Sequence[TokenStats]) -> TokenStats:
     """Stats laid end to end: a document's windows in text order, or documents in order."""
-    return TokenStats(
-        *(
-            torch.cat([getattr(part, name) for part in parts])
-            for name in ("target_logprob", "mean_logprob", "std_logprob")
-        )
-    )
+    return TokenStats(*(torch.cat([getattr(part, name) for part in parts]) for name in STAT_FIELDS))

@@ -1,0 +1,97 @@
+"""The one registry of scoring methods: every score column, its name for people, whether it
+costs extra forward passes, and whether it has one column per k.
+
+Every score is oriented so that higher means "more likely a member", and every score column
+is calibrated and reported. The scorer's output columns, the pipeline's score files,
+calibration, reports and benchmark tables all derive from `METHODS`; adding a single-pass
+method means a row here and its math in `minkscan.scoring.aggregate`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+# The method a report's verdict rests on unless another is declared: Min-K%++ at k = 20%.
+DEFAULT_PRIMARY = "minkpp_k20"
+
+
+@dataclass(frozen=True)
+class Method:
+    """One detector. ``per_k`` names the ScoringConfig list whose k values give it one column
+    each (``{key}_k{P}``); otherwise its column is ``key``. ``extra_pass`` names the
+    BaselinesConfig switch of a method that needs forward passes beyond the main one."""
+
+    key: str
+    title: str
+    per_k: Literal["k_percentages", "ablation_k_percentages"] | None = None
+    extra_pass: str | None = None
+    main_table: bool = True
+    reference: str = ""
+
+    def columns(self, k_percentages: Sequence[int], ablation_k_percentages: Sequence[int]):
+        """This method's score columns for the given k values."""
+        if self.per_k is None:
+            return [self.key]
+        ks = k_percentages if self.per_k == "k_percentages" else ablation_k_percentages
+        return [f"{self.key}_k{p}" for p in ks]
+
+    def owns(self, column: str) -> bool:
+        if self.per_k is None:
+            return column == self.key
+        return re.fullmatch(rf"{self.key}_k\d+", column) is not None
+
+
+METHODS: tuple[Method, ...] = (
+    Method("loss", "Loss", reference="mean log p(x_t) (Yeom et al. 2018)"),
+    Method("zlib", "Zlib", reference="loss / zlib-compressed length (Carlini et al. 2021)"),
+    Method("mink", "Min-K%", "k_percentages", reference="lowest k% of log p (Shi et al. 2024)"),
+    Method(
+        "minkpp",
+        "Min-K%++",
+        "k_percentages",
+        reference="lowest k% of (log p - mu) / sigma (Zhang et al. 2025)",
+    ),
+    Method(
+        "gapk",
+        "Gap-K%",
+        "k_percentages",
+        reference="lowest k% of the moving average of (log p - log p_top1) / sigma "
+        "(arXiv 2601.19936)",
+    ),
+    Method("minkpp_mu", "Min-K%++ (mu only)", "ablation_k_percentages", main_table=False),
+    Method("minkpp_sigma", "Min-K%++ (sigma only)", "ablation_k_percentages", main_table=False),
+    Method("lowercase", "Lowercase", extra_pass="lowercase", reference="Carlini et al. 2021"),
+    Method("neighbor", "Neighbor", extra_pass="neighbors", reference="Mattern et al. 2023"),
+    Method("ref", "Ref", extra_pass="reference_model", reference="Carlini et al. 2021"),
+)
+SINGLE_PASS = tuple(method for method in METHODS if method.extra_pass is None)
+
+
+def single_pass_columns(
+    k_percentages: Sequence[int], ablation_k_percentages: Sequence[int]
+) -> list[str]:
+    """The columns one forward pass yields (the scorer's), in output order."""
+    return [c for m in SINGLE_PASS for c in m.columns(k_percentages, ablation_k_percentages)]
+
+
+def method_of(column: str) -> Method | None:
+    """The method a column belongs to (None: not a score column)."""
+    return next((method for method in METHODS if method.owns(column)), None)
+
+
+def score_columns(names: Sequence[str]) -> list[str]:
+    """The score columns among ``names`` (a file's schema), in its order."""
+    return [name for name in names if method_of(name) is not None]
+
+
+def title(column: str) -> str:
+    """A column's name for people: 'Min-K%++ k=20', 'Ref'."""
+    method = method_of(column)
+    if method is None:
+        return column
+    if method.per_k is None:
+        return method.title
+    return f"{method.title} k={column.rsplit('_k', 1)[1]}"

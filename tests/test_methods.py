@@ -1,0 +1,42 @@
+"""One registry owns every method: the scorer's columns, which columns of a file are scores
+(so the extra-pass baselines are calibrated and reported like the rest), display names and
+Gap-K%'s smoothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import torch
+from minkscan.calibration import calibrate
+from minkscan.methods import METHODS, method_of, score_columns, single_pass_columns, title
+from minkscan.scoring.aggregate import moving_average
+
+
+def test_single_pass_columns_come_from_the_registry_in_its_order() -> None:
+    columns = single_pass_columns([10, 20], [20])
+    assert columns == ["loss", "zlib", "mink_k10", "mink_k20", "minkpp_k10", "minkpp_k20",
+                       "gapk_k10", "gapk_k20", "minkpp_mu_k20", "minkpp_sigma_k20"]  # fmt: skip
+    assert all(method_of(c).extra_pass is None for c in columns)
+    assert {m.key for m in METHODS if m.extra_pass} == {"lowercase", "neighbor", "ref"}
+
+
+def test_baselines_are_score_columns_and_their_details_are_not() -> None:
+    names = ["id", "n_tokens", "status", "loss", "lowercase", "lowercase_n_tokens", "neighbor",
+             "neighbor_source", "ref", "ref_n_tokens", "minkpp_mu_k20", "token_z", "label"]  # fmt: skip
+    assert score_columns(names) == ["loss", "lowercase", "neighbor", "ref", "minkpp_mu_k20"]
+    assert title("gapk_k20") == "Gap-K% k=20" and title("ref") == "Ref"
+
+
+def test_extra_pass_baselines_are_calibrated_like_the_rest() -> None:
+    rng = np.random.default_rng(0)
+    frame = pl.DataFrame({name: rng.normal(0, 1, 500) for name in
+                          ["loss", "lowercase", "neighbor", "ref", "gapk_k20"]})  # fmt: skip
+    assert set(calibrate(frame, n_resamples=10).methods) == set(frame.columns)
+
+
+def test_moving_average_is_valid_mode_and_leaves_short_rows_alone() -> None:
+    values = torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0], [7.0, 8.0, 0.0, 0.0, 0.0]])
+    smoothed, lengths = moving_average(values, torch.tensor([5, 2]), 3)
+    assert lengths.tolist() == [3, 2]
+    assert smoothed[0, :3].tolist() == [2.0, 3.0, 4.0]
+    assert smoothed[1, :2].tolist() == [7.0, 8.0]
