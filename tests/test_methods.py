@@ -21,8 +21,9 @@ def test_single_pass_columns_come_from_the_registry_in_its_order() -> None:
 
 
 def test_baselines_are_score_columns_and_their_details_are_not() -> None:
-    names = ["id", "n_tokens", "status", "loss", "lowercase", "lowercase_n_tokens", "neighbor",
-             "neighbor_source", "ref", "ref_n_tokens", "minkpp_mu_k20", "token_z", "label"]  # fmt: skip
+    names = ["id", "n_tokens", "status", "loss", "lowercase", "lowercase_n_tokens",
+             "neighbor", "neighbor_source", "ref", "ref_n_tokens", "minkpp_mu_k20", "token_z",
+             "label"]  # fmt: skip
     assert score_columns(names) == ["loss", "lowercase", "neighbor", "ref", "minkpp_mu_k20"]
     assert title("gapk_k20") == "Gap-K% k=20" and title("ref") == "Ref"
 
