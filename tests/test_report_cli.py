@@ -10,20 +10,20 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from conftest import SAMPLE
 from minkscan.cli import main
 from minkscan.io.scores import read_scores
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia24" / "length32.parquet"
 
 
 @pytest.fixture(scope="module")
 def labelled(tmp_path_factory) -> Path:
-    """60 WikiMIA-24 texts with their label and a source group, as a user's test set."""
+    """60 texts of the bundled sample with a label and a source group, as a user's test set."""
     path = tmp_path_factory.mktemp("audit") / "testset.parquet"
-    frame = pl.read_parquet(DATA).head(60)
+    frame = pl.read_parquet(SAMPLE).head(60)
     frame.with_columns(
         pl.when(pl.int_range(pl.len()) % 2 == 0).then(pl.lit("arxiv")).otherwise(pl.lit("wiki"))
-        .alias("source_name")
+        .alias("source_name"),
+        (pl.int_range(pl.len()) % 3 == 0).cast(pl.Int8).alias("label"),
     ).write_parquet(path)  # fmt: skip
     return path
 
@@ -61,7 +61,7 @@ def test_kept_columns_and_token_scores_feed_calibrate_and_report_without_a_join(
                  "source_name", "--output", str(report_dir), "--top", "5"]) == 0  # fmt: skip
     printed = capsys.readouterr()
     assert "group 'arxiv'" in printed.out and "group 'wiki'" in printed.out
-    assert "too few calibration non-members" in printed.err  # 30 non-members at 5%
+    assert "too few calibration non-members" in printed.err  # 40 non-members at 5%
     page = (report_dir / "report.html").read_text()
     assert page.count("<mark>") >= 5  # lowest-k% tokens of each top document
     assert str(tiny_llama_dir) in page
