@@ -58,6 +58,19 @@ def test_labelled_members_give_tpr_and_auroc_at_the_threshold(
     assert method.n_members == N
 
 
+def test_the_nonmember_sample_keeps_its_token_counts_with_or_without_members(
+    nonmembers: pl.DataFrame, members: pl.DataFrame
+) -> None:
+    lengths = pl.Series("n_tokens", np.arange(N) % 97 + 3)
+    with_lengths = nonmembers.with_columns(lengths)
+    for result in (calibrate(with_lengths, n_resamples=10),
+                   calibrate(with_lengths, members, n_resamples=10)):  # fmt: skip
+        method = result.methods["minkpp_k20"]
+        assert len(method.nonmember_lengths) == len(method.nonmember_sample) == N
+        by_score = dict(zip(with_lengths["minkpp_k20"], with_lengths["n_tokens"], strict=True))
+        assert [by_score[s] for s in method.nonmember_sample] == method.nonmember_lengths
+
+
 def test_unscorable_rows_with_null_scores_are_left_out(nonmembers: pl.DataFrame) -> None:
     broken = pl.DataFrame(
         {"id": ["x"], "status": ["empty"], "n_tokens": [0], "loss": [None], "minkpp_k20": [None]},

@@ -114,7 +114,7 @@ def _method_calibration(
         hits = int((member > threshold).sum())
         tpr_low, tpr_high = clopper_pearson(hits, member.size, confidence)
         labels = np.concatenate([np.zeros(nonmember.size, int), np.ones(member.size, int)])
-        extra = {
+        extra |= {
             "tpr": hits / member.size,
             "tpr_low": tpr_low,
             "tpr_high": tpr_high,
