@@ -154,6 +154,7 @@ def test_a_length_confound_is_warned_and_a_length_matched_rate_removes_it() -> N
     matched = report.lengths.matched[0]
     assert matched.matched_chance > report.primary[0].expected_fraction
     assert matched.p_value > 0.01
+    assert "document length may explain it" in report.sentence(report.primary[0])
     same = build_report(by_length(rng.integers(20, 400, 3000), "same").lazy(), calibration)
     assert same.lengths is not None and not same.lengths.differs
     assert not any("longer" in w or "shorter" in w for w in same.warnings)

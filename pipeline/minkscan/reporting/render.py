@@ -18,7 +18,7 @@ from pathlib import Path
 import jinja2
 
 from minkscan.reporting import plots
-from minkscan.reporting.summary import GroupResult, Report, format_p
+from minkscan.reporting.summary import GroupResult, Report, format_p, p_phrase
 
 _ENVIRONMENT = jinja2.Environment(
     loader=jinja2.PackageLoader("minkscan.reporting", "templates"),
@@ -137,6 +137,7 @@ def html_page(report: Report) -> str:
         pct=percent,
         sig=significant_digits,
         fmt_p=format_p,
+        p_phrase=p_phrase,
         version=importlib.metadata.version("minkscan"),
     )
 

@@ -103,8 +103,8 @@ class Report:
         """The verdict for one group, in words a reader can act on."""
         rates = (
             f"{_percent(row.flagged_fraction)} of {row.n_scored} documents flagged against "
-            f"{_percent(row.expected_fraction)} by chance (Holm-adjusted p = "
-            f"{format_p(row.p_adjusted)})"
+            f"{_percent(row.expected_fraction)} by chance "
+            f"(Holm-adjusted {p_phrase(row.p_adjusted)})"
         )
         if not row.significant(self.alpha):
             return (
@@ -116,7 +116,22 @@ class Report:
             f"Evidence of contamination in group '{row.group}' at the {self.alpha:.0%} level: "
             f"{rates}; estimated contaminated fraction {estimate}"
             f"{_percent(row.contamination)} [{_percent(row.contamination_low)}, "
-            f"{_percent(row.contamination_high)}]."
+            f"{_percent(row.contamination_high)}].{self._length_caveat(row)}"
+        )
+
+    def _length_caveat(self, row: GroupResult) -> str:
+        """A caution when lengths differ and the length-matched chance rate explains the group."""
+        if self.lengths is None or not self.lengths.differs:
+            return ""
+        matched = next((m for m in self.lengths.matched if m.group == row.group), None)
+        if matched is None:
+            return " Caution: audited and calibration lengths differ (see the warning)."
+        if matched.p_value < self.alpha:
+            return ""
+        return (
+            f" Caution: against the length-matched chance rate "
+            f"({_percent(matched.matched_chance)}) it is not significant "
+            f"({p_phrase(matched.p_value)}): document length may explain it."
         )
 
 
@@ -127,6 +142,11 @@ def _percent(value: float) -> str:
 def format_p(value: float) -> str:
     """p-values to two significant digits, tiny ones as a bound."""
     return "< 1e-10" if value < 1e-10 else f"{value:.2g}"
+
+
+def p_phrase(value: float) -> str:
+    """'p = 0.03' or 'p < 1e-10', for sentences."""
+    return f"p {format_p(value)}" if value < 1e-10 else f"p = {format_p(value)}"
 
 
 def _contamination(
