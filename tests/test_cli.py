@@ -10,7 +10,7 @@ import sys
 import pytest
 from minkscan.cli import build_parser, main
 
-COMMANDS = ["score", "benchmark", "calibrate", "report", "nightly"]
+COMMANDS = ["score", "benchmark", "calibrate", "report", "nightly", "frequencies"]
 
 
 def test_help_of_every_command_imports_neither_torch_nor_ray_nor_transformers() -> None:
@@ -36,7 +36,7 @@ def test_every_command_names_input_output_and_config_the_same_way(command: str) 
         flag for action in subparsers.choices[command]._actions for flag in action.option_strings
     }
     assert {"--input", "--output"} <= flags
-    if command in ("score", "benchmark", "nightly"):
+    if command in ("score", "benchmark", "nightly", "frequencies"):
         assert {"--config", "--model", "--set", "--dtype", "--device", "--k", "--limit"} <= flags
 
 

@@ -8,15 +8,18 @@ import numpy as np
 import polars as pl
 import torch
 from minkscan.calibration import calibrate
+from minkscan.config import ScoringConfig
 from minkscan.methods import METHODS, method_of, score_columns, single_pass_columns, title
 from minkscan.scoring.aggregate import moving_average
 
 
 def test_single_pass_columns_come_from_the_registry_in_its_order() -> None:
-    columns = single_pass_columns([10, 20], [20])
+    columns = single_pass_columns(ScoringConfig(k_percentages=[10, 20]))
     assert columns == ["loss", "zlib", "mink_k10", "mink_k20", "minkpp_k10", "minkpp_k20",
                        "gapk_k10", "gapk_k20", "minkpp_mu_k20", "minkpp_sigma_k20"]  # fmt: skip
     assert all(method_of(c).extra_pass is None for c in columns)
+    with_dcpdd = single_pass_columns(ScoringConfig(dcpdd_frequencies="freq.parquet"))
+    assert "dcpdd" in with_dcpdd and "dcpdd" not in columns
     assert {m.key for m in METHODS if m.extra_pass} == {"lowercase", "neighbor", "ref"}
 
 

@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "minkscan.commands.calibrate",
     "minkscan.commands.report",
     "minkscan.commands.nightly",
+    "minkscan.commands.frequencies",
 ]
 
 

@@ -89,6 +89,14 @@ class ScoringConfig(_Section):
     gap_window: int = Field(
         3, ge=1, description="Gap-K%: tokens per moving average of the normalised gap."
     )
+    dcpdd_frequencies: str | None = Field(
+        None,
+        description="Token-frequency file of a reference corpus (`minkscan frequencies`, local "
+        "or s3://); when set, the same pass also scores DC-PDD (column dcpdd).",
+    )
+    dcpdd_clip: float = Field(
+        0.01, gt=0, description="DC-PDD: upper bound of each token's calibrated term (a)."
+    )
     token_scores: bool = Field(
         False,
         description="Also keep every scored token's Min-K%++ z-score and character span "

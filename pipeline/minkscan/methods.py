@@ -12,7 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from minkscan.config import ScoringConfig
 
 # The method a report's verdict rests on unless another is declared: Min-K%++ at k = 20%.
 DEFAULT_PRIMARY = "minkpp_k20"
@@ -22,7 +25,8 @@ DEFAULT_PRIMARY = "minkpp_k20"
 class Method:
     """One detector. ``per_k`` names the ScoringConfig list whose k values give it one column
     each (``{key}_k{P}``); otherwise its column is ``key``. ``extra_pass`` names the
-    BaselinesConfig switch of a method that needs forward passes beyond the main one."""
+    BaselinesConfig switch of a method that needs forward passes beyond the main one;
+    ``needs`` the ScoringConfig field a single-pass method needs set (its input data)."""
 
     key: str
     title: str
@@ -30,6 +34,7 @@ class Method:
     extra_pass: str | None = None
     main_table: bool = True
     reference: str = ""
+    needs: str | None = None
 
     def columns(self, k_percentages: Sequence[int], ablation_k_percentages: Sequence[int]):
         """This method's score columns for the given k values."""
@@ -61,6 +66,13 @@ METHODS: tuple[Method, ...] = (
         reference="lowest k% of the moving average of (log p - log p_top1) / sigma "
         "(arXiv 2601.19936)",
     ),
+    Method(
+        "dcpdd",
+        "DC-PDD",
+        needs="dcpdd_frequencies",
+        reference="mean over first occurrences of min(p(x_t) * -log p_ref(x_t), clip), p_ref "
+        "from reference-corpus token counts (Zhang et al., EMNLP 2024)",
+    ),
     Method("minkpp_mu", "Min-K%++ (mu only)", "ablation_k_percentages", main_table=False),
     Method("minkpp_sigma", "Min-K%++ (sigma only)", "ablation_k_percentages", main_table=False),
     Method("lowercase", "Lowercase", extra_pass="lowercase", reference="Carlini et al. 2021"),
@@ -70,11 +82,11 @@ METHODS: tuple[Method, ...] = (
 SINGLE_PASS = tuple(method for method in METHODS if method.extra_pass is None)
 
 
-def single_pass_columns(
-    k_percentages: Sequence[int], ablation_k_percentages: Sequence[int]
-) -> list[str]:
-    """The columns one forward pass yields (the scorer's), in output order."""
-    return [c for m in SINGLE_PASS for c in m.columns(k_percentages, ablation_k_percentages)]
+def single_pass_columns(scoring: ScoringConfig) -> list[str]:
+    """The columns one forward pass yields under ``scoring`` (the scorer's), in output order."""
+    ks, ablation = scoring.k_percentages, scoring.ablation_k_percentages
+    enabled = [m for m in SINGLE_PASS if m.needs is None or getattr(scoring, m.needs)]
+    return [column for method in enabled for column in method.columns(ks, ablation)]
 
 
 def method_of(column: str) -> Method | None:

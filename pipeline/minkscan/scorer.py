@@ -18,9 +18,10 @@ from minkscan.config import ModelConfig, ScoringConfig
 from minkscan.methods import single_pass_columns
 from minkscan.models.forward import PaddedBatch, batch_token_stats, choose_head_path
 from minkscan.models.loading import LoadedModel, load_model
-from minkscan.scoring.aggregate import document_scores
+from minkscan.scoring.aggregate import dcpdd_score, document_scores
 from minkscan.scoring.token_stats import TokenStats
 from minkscan.scoring.windows import Window, concat_token_stats, plan_windows, select_positions
+from minkscan.text.frequencies import read_frequencies
 from minkscan.text.tokenize import EncodedDocument, encode_documents, plan_batches
 
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog near the bank of the river."
@@ -34,7 +35,11 @@ class DocumentScorer:
     def __init__(self, loaded: LoadedModel, scoring: ScoringConfig) -> None:
         self.loaded = loaded
         self.scoring = scoring
-        self.columns = single_pass_columns(scoring.k_percentages, scoring.ablation_k_percentages)
+        self.columns = single_pass_columns(scoring)
+        self.reference = (
+            None if scoring.dcpdd_frequencies is None
+            else read_frequencies(scoring.dcpdd_frequencies)
+        )  # fmt: skip
         tokenizer = loaded.tokenizer
         self.pad_id = next(
             int(i) for i in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0) if i is not None
@@ -145,6 +150,14 @@ class DocumentScorer:
             for name, values in scores.items():
                 for index, value in zip(members, values.tolist(), strict=True):
                     result[name][index] = None if math.isnan(value) else value
+        if self.reference is not None:
+            for index, parts in by_document.items():
+                result["dcpdd"][index] = dcpdd_score(
+                    concat_token_stats(parts).target_logprob,
+                    documents[index].input_ids[1:],
+                    self.reference,
+                    self.scoring.dcpdd_clip,
+                )
         if self.scoring.token_scores:
             result |= _token_columns(documents, by_document)
         return result

@@ -189,7 +189,7 @@ def output_columns(config: ScanConfig) -> list[str]:
         ROW,
         "n_tokens",
         STATUS,
-        *single_pass_columns(scoring.k_percentages, scoring.ablation_k_percentages),
+        *single_pass_columns(scoring),
         *(TOKEN_COLUMNS if scoring.token_scores else ()),
         *baseline_columns(config.baselines),
     ]

@@ -108,7 +108,7 @@ def _tabulate(
     labelled: pl.DataFrame, config: ScanConfig, k: int, forward_passes: dict[str, int]
 ) -> BenchmarkResult:
     scoring = config.scoring
-    columns = single_pass_columns(scoring.k_percentages, scoring.ablation_k_percentages)
+    columns = single_pass_columns(scoring)
     return BenchmarkResult(
         scores=labelled,
         forward_passes=forward_passes,

@@ -31,7 +31,10 @@ def chunk_scores(
         raise ValueError("chunk_tokens must be >= 1")
     scoring = scorer.scoring
     rows: dict[str, list] = {"id": [], "chunk": [], "token_start": [], "token_end": []}
-    for name in scorer.columns:
+    # Every per-token single-pass score; DC-PDD counts each distinct token once per document,
+    # which a chunk of a document does not define, so it is left out here.
+    columns = [name for name in scorer.columns if name != "dcpdd"]
+    for name in columns:
         rows[name] = []
     tokenizer = scorer.loaded.tokenizer
     for doc_id, document in zip(ids, scorer.encode(texts), strict=True):
@@ -62,10 +65,10 @@ def chunk_scores(
         rows["chunk"] += list(range(len(starts)))
         rows["token_start"] += starts
         rows["token_end"] += ends
-        for name in scorer.columns:
+        for name in columns:
             rows[name] += scores[name].tolist()
     schema = {"id": pl.Utf8, "chunk": pl.Int64, "token_start": pl.Int64, "token_end": pl.Int64}
-    return pl.DataFrame(rows, schema=schema | {c: pl.Float64 for c in scorer.columns})
+    return pl.DataFrame(rows, schema=schema | {c: pl.Float64 for c in columns})
 
 
 def online_setting(data: pl.DataFrame, seed: int = 0) -> pl.DataFrame:

@@ -21,10 +21,12 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from minkscan.methods import SINGLE_PASS
 from minkscan.scoring.token_stats import TokenStats, safe_divide
+from minkscan.text.frequencies import ReferenceFrequencies
 
 
 def zlib_length(text: str) -> int:
@@ -121,3 +123,26 @@ def document_scores(
         for column, p in enumerate(percentages):
             scores[f"{method.key}_k{p}"] = means[:, column]
     return scores
+
+
+def dcpdd_score(
+    target_logprob: torch.Tensor,
+    target_ids: Sequence[int],
+    reference: ReferenceFrequencies,
+    clip: float,
+) -> float:
+    """DC-PDD of one document (higher = member): over the first occurrence of each distinct
+    scored token, the mean of min(p(x_t) * -log p_ref(x_t), clip).
+
+    ``target_logprob[i]`` is log p of ``target_ids[i]``; p_ref comes from reference-corpus
+    token counts (`minkscan.text.frequencies`). Repeated tokens count once, as the paper's
+    code does, so a repeated rare token cannot dominate.
+    """
+    ids = np.asarray(target_ids, dtype=np.int64)
+    if ids.size == 0:
+        return float("nan")
+    _, first = np.unique(ids, return_index=True)
+    first = np.sort(first)
+    probability = np.exp(target_logprob.detach().to(torch.float64).cpu().numpy()[first])
+    terms = probability * -reference.of(ids[first])
+    return float(np.minimum(terms, clip).mean())

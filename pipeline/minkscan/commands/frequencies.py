@@ -1,0 +1,38 @@
+"""`minkscan frequencies`: token counts of a reference corpus (for DC-PDD), with Ray Data."""
+
+from __future__ import annotations
+
+import argparse
+
+from minkscan.commands.common import add_config_arguments, config_from_args
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "frequencies",
+        help="count the tokens of a reference corpus (the target model's tokenizer) for DC-PDD",
+    )
+    parser.add_argument("--input", nargs="+", required=True, help="reference corpus files")
+    parser.add_argument("--output", required=True, help="frequency file to write (.parquet)")
+    add_config_arguments(parser)
+    parser.add_argument("--format", choices=["parquet", "jsonl", "csv", "arrow"])
+    parser.add_argument("--text-column")
+    parser.add_argument("--num-actors", type=int, help="tokenizer actors")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(
+        args,
+        {
+            "data.input": args.input,
+            "data.format": args.format,
+            "data.text_column": args.text_column,
+            "ray.num_actors": args.num_actors,
+        },
+    )
+    from minkscan.distributed.frequencies import count_tokens
+
+    print(count_tokens(config, args.output).line())
+    print(f"score with: --set scoring.dcpdd_frequencies={args.output}")
+    return 0

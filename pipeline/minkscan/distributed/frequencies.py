@@ -1,0 +1,130 @@
+"""`count_tokens`: token frequencies of a reference corpus with Ray Data, for DC-PDD.
+
+Input pieces (any format `minkscan score` reads) -> read tasks -> tokenizer actors that turn
+each batch into one vector of counts per token id -> the driver adds the vectors as they
+stream in. Memory is one vocabulary-sized vector per batch in flight, whatever the corpus
+size. Each document counts its first ``max_tokens`` tokens, as in the DC-PDD code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import ray
+
+from minkscan.config import ScanConfig
+from minkscan.distributed.runner import LIGHT_TASK_CPUS, ray_session
+from minkscan.distributed.stages import load_tokenizer
+from minkscan.io.paths import filesystem_for
+from minkscan.io.sources import (
+    TEXT,
+    InputError,
+    ShardError,
+    discover,
+    limit_pieces,
+    piece_descriptor,
+    piece_from_descriptor,
+    plan_pieces,
+    read_piece,
+)
+from minkscan.text.frequencies import exists, write_frequencies
+
+
+def _read_texts(batch: pa.Table, *, fs: pafs.FileSystem, text_column: str) -> Iterator[pa.Table]:
+    for descriptor in batch["piece"].to_pylist():
+        piece = piece_from_descriptor(descriptor)
+        for block in read_piece(fs, piece, text_column=text_column, id_column=None):
+            yield block.select([TEXT])
+
+
+class CountTokens:
+    """Tokenizer actor: a batch of texts -> one row holding its token counts per id."""
+
+    def __init__(self, config: ScanConfig) -> None:
+        self.tokenizer = load_tokenizer(config.model)
+        self.vocab_size = len(self.tokenizer)
+        self.max_tokens = config.scoring.max_tokens
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        texts = [t for t in batch[TEXT].to_pylist() if isinstance(t, str) and t.strip()]
+        counts = np.zeros(self.vocab_size, dtype=np.int64)
+        tokens = 0
+        if texts:
+            for ids in self.tokenizer(texts, add_special_tokens=True)["input_ids"]:
+                ids = ids[: self.max_tokens]
+                counts += np.bincount(ids, minlength=self.vocab_size)[: self.vocab_size]
+                tokens += len(ids)
+        return pa.table({"counts": [counts], "documents": [len(texts)], "tokens": [tokens]})
+
+
+@dataclass(frozen=True)
+class FrequencySummary:
+    output: str
+    documents: int
+    tokens: int
+    distinct: int
+
+    def line(self) -> str:
+        return (
+            f"counted {self.tokens} tokens of {self.documents} documents "
+            f"({self.distinct} distinct ids); wrote {self.output}"
+        )
+
+
+def count_tokens(config: ScanConfig, output: str) -> FrequencySummary:
+    """Count the tokens of ``config.data.input`` with ``config.model``'s tokenizer into
+    ``output`` (a frequency file, local or s3://)."""
+    data = config.data
+    if exists(output):
+        raise InputError(f"{output} already exists; give a new path for the frequency file")
+    fs = filesystem_for(list(data.input), data.s3)
+    files, _ = discover(data.input, fs, format=data.format, root=data.input_root)
+    plan = plan_pieces(
+        fs, files, piece_rows=data.piece_rows, text_column=data.text_column, id_column=""
+    )
+    if plan.bad:
+        path, reason = next(iter(plan.bad.items()))
+        raise ShardError(f"cannot read input shard {path}: {reason}")
+    pieces = plan.pieces
+    if data.limit is not None:
+        pieces = limit_pieces(fs, pieces, data.limit, data.text_column)
+    if not pieces:
+        raise InputError(f"the inputs hold no rows: {', '.join(data.input)}")
+    with ray_session(config):
+        dataset = ray.data.from_items(
+            [piece_descriptor(piece) for piece in pieces], override_num_blocks=len(pieces)
+        )
+        dataset = dataset.map_batches(
+            _read_texts,
+            fn_kwargs={"fs": fs, "text_column": data.text_column},
+            batch_format="pyarrow",
+            batch_size=1,
+            num_cpus=LIGHT_TASK_CPUS,
+        )
+        dataset = dataset.map_batches(
+            CountTokens,
+            fn_constructor_kwargs={"config": config},
+            batch_format="pyarrow",
+            batch_size=config.ray.tokenize_batch_size,
+            compute=ray.data.ActorPoolStrategy(size=config.ray.num_actors),
+            num_cpus=1,
+        )
+        total, documents, tokens = None, 0, 0
+        for batch in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
+            for counts in batch["counts"].to_numpy(zero_copy_only=False):
+                total = counts if total is None else total + counts
+            documents += int(sum(batch["documents"].to_pylist()))
+            tokens += int(sum(batch["tokens"].to_pylist()))
+    facts = {
+        "tokenizer": config.model.name,
+        "documents": documents,
+        "tokens": tokens,
+        "max_tokens": config.scoring.max_tokens,
+        "inputs": list(data.input),
+    }
+    write_frequencies(output, total, facts)
+    return FrequencySummary(output, documents, tokens, int((total > 0).sum()))
