@@ -55,9 +55,7 @@ def test_dcpdd_matches_a_float64_reference_of_the_paper(tiny_llama, tmp_path, cl
     for row, document in enumerate(documents):
         expected = naive_dcpdd(tiny_llama, list(document.input_ids), counts, clip)
         assert scores["dcpdd"][row] == pytest.approx(expected, rel=1e-6, abs=1e-9)
-    assert read_frequencies(path).log_unseen == pytest.approx(
-        np.log(1 / (counts.sum() + vocab))
-    )
+    assert read_frequencies(path).log_unseen == pytest.approx(np.log(1 / (counts.sum() + vocab)))
 
 
 @pytest.mark.usefixtures("local_ray")

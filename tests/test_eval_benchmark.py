@@ -78,6 +78,7 @@ def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_window
         "Neighbor",
         "Min-K%",
         "Min-K%++",
+        "Gap-K%",
     ]
     main_columns = {"auroc_length32", "auroc_length64", "auroc_all", "tpr@0.05fpr_all"}
     main_columns |= {"auroc_all_lo", "auroc_all_hi", "tpr@0.01fpr_all", "fpr@0.95tpr_all"}
@@ -88,7 +89,7 @@ def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_window
         f"Ref ({tiny_gpt2_dir})": 1,
         f"Neighbor (causal-lm:{tiny_llama_dir})": 3,  # 1 proposal pass + 2 neighbours
     }
-    assert len(tables["k_sweep"]) == 20  # Min-K% and Min-K%++ at k = 10..100
+    assert len(tables["k_sweep"]) == 30  # Min-K%, Min-K%++ and Gap-K% at k = 10..100
     assert [row["method"] for row in tables["decomposition"]] == ["log p", "-mu", "/sigma", "both"]
     assert all(0.0 <= row["auroc_all"] <= 1.0 for row in tables["k_sweep"])
     scores = pl.read_parquet(out / "scores.parquet")

@@ -56,6 +56,8 @@ def test_output_has_n_tokens_status_and_every_configured_score_column(
         "mink_k25",
         "minkpp_k5",
         "minkpp_k25",
+        "gapk_k5",
+        "gapk_k25",
         "minkpp_mu_k25",
         "minkpp_sigma_k25",
     ]

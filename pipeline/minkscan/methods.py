@@ -52,6 +52,9 @@ class Method:
 METHODS: tuple[Method, ...] = (
     Method("loss", "Loss", reference="mean log p(x_t) (Yeom et al. 2018)"),
     Method("zlib", "Zlib", reference="loss / zlib-compressed length (Carlini et al. 2021)"),
+    Method("lowercase", "Lowercase", extra_pass="lowercase", reference="Carlini et al. 2021"),
+    Method("ref", "Ref", extra_pass="reference_model", reference="Carlini et al. 2021"),
+    Method("neighbor", "Neighbor", extra_pass="neighbors", reference="Mattern et al. 2023"),
     Method("mink", "Min-K%", "k_percentages", reference="lowest k% of log p (Shi et al. 2024)"),
     Method(
         "minkpp",
@@ -75,9 +78,6 @@ METHODS: tuple[Method, ...] = (
     ),
     Method("minkpp_mu", "Min-K%++ (mu only)", "ablation_k_percentages", main_table=False),
     Method("minkpp_sigma", "Min-K%++ (sigma only)", "ablation_k_percentages", main_table=False),
-    Method("lowercase", "Lowercase", extra_pass="lowercase", reference="Carlini et al. 2021"),
-    Method("neighbor", "Neighbor", extra_pass="neighbors", reference="Mattern et al. 2023"),
-    Method("ref", "Ref", extra_pass="reference_model", reference="Carlini et al. 2021"),
 )
 SINGLE_PASS = tuple(method for method in METHODS if method.extra_pass is None)
 
