@@ -15,7 +15,7 @@ that "found" contamination is not mistaken for evidence.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
@@ -161,50 +161,58 @@ def _contamination(
     return mapped(flagged / n), mapped(low), mapped(high), tpr is None or tpr <= fpr
 
 
-def _group_rows(
-    rows: pl.LazyFrame, method: str, calibration: Calibration
-) -> list[tuple[str, int, int, float, float, float, float, float, float, bool]]:
-    """(group, n, flagged, f low, f high, p, contamination, low, high, lower bound) per group."""
-    cal = calibration.methods[method]
+def _results(rows: pl.LazyFrame, methods: list[str], calibration: Calibration) -> list[GroupResult]:
+    """Rows of several methods from one pass over the scores, p-values Holm-adjusted across
+    all of them. A group where a method scored nothing has no row for it."""
     counts = (
-        rows.filter(pl.col(method).is_not_null() & pl.col(method).is_finite())
-        .group_by("_group")
-        .agg(pl.len().alias("n"), is_flagged(pl.col(method), cal.threshold).sum().alias("flagged"))
+        rows.group_by("_group")
+        .agg(
+            expr
+            for method in methods
+            for expr in (
+                pl.col(method).is_finite().sum().alias(f"n:{method}"),
+                (
+                    pl.col(method).is_finite()
+                    & is_flagged(pl.col(method), calibration.methods[method].threshold)
+                )
+                .sum()
+                .alias(f"flagged:{method}"),
+            )
+        )
         .sort("_group")
         .collect()
     )
-    out = []
-    for name, n, flagged in counts.iter_rows():
-        low, high = clopper_pearson(flagged, n, calibration.confidence)
-        p_value = binomtest(flagged, n, max(cal.fpr, 1e-12), alternative="greater").pvalue
-        estimate = _contamination(flagged, n, cal.fpr, cal.tpr, calibration.confidence)
-        out.append((str(name), n, flagged, low, high, float(p_value), *estimate))
-    return out
-
-
-def _results(rows: pl.LazyFrame, methods: list[str], calibration: Calibration) -> list[GroupResult]:
-    """Rows of several methods, p-values Holm-adjusted across all of them."""
-    raw = [(method, row) for method in methods for row in _group_rows(rows, method, calibration)]
-    adjusted = holm([row[5] for _, row in raw])
-    return [
-        GroupResult(
-            group=row[0],
-            method=method,
-            n_scored=row[1],
-            n_flagged=row[2],
-            flagged_fraction=row[2] / row[1],
-            flagged_low=row[3],
-            flagged_high=row[4],
-            expected_fraction=calibration.methods[method].fpr,
-            p_value=row[5],
-            p_adjusted=p,
-            contamination=row[6],
-            contamination_low=row[7],
-            contamination_high=row[8],
-            contamination_is_lower_bound=row[9],
-        )
-        for (method, row), p in zip(raw, adjusted, strict=True)
-    ]
+    results = []
+    for method in methods:
+        cal = calibration.methods[method]
+        for name, n, flagged in counts.select("_group", f"n:{method}", f"flagged:{method}").rows():
+            if n == 0:
+                continue
+            low, high = clopper_pearson(flagged, n, calibration.confidence)
+            p_value = binomtest(flagged, n, max(cal.fpr, 1e-12), alternative="greater").pvalue
+            estimate, c_low, c_high, bound = _contamination(
+                flagged, n, cal.fpr, cal.tpr, calibration.confidence
+            )
+            results.append(
+                GroupResult(
+                    group=str(name),
+                    method=method,
+                    n_scored=n,
+                    n_flagged=flagged,
+                    flagged_fraction=flagged / n,
+                    flagged_low=low,
+                    flagged_high=high,
+                    expected_fraction=cal.fpr,
+                    p_value=float(p_value),
+                    p_adjusted=float(p_value),  # replaced below, once all tests are known
+                    contamination=estimate,
+                    contamination_low=c_low,
+                    contamination_high=c_high,
+                    contamination_is_lower_bound=bound,
+                )
+            )
+    adjusted = holm([row.p_value for row in results])
+    return [replace(row, p_adjusted=p) for row, p in zip(results, adjusted, strict=True)]
 
 
 def build_report(
