@@ -26,7 +26,8 @@ class Method:
     """One detector. ``per_k`` names the ScoringConfig list whose k values give it one column
     each (``{key}_k{P}``); otherwise its column is ``key``. ``extra_pass`` names the
     BaselinesConfig switch of a method that needs forward passes beyond the main one;
-    ``needs`` the ScoringConfig field a single-pass method needs set (its input data)."""
+    ``needs`` the ScoringConfig field a single-pass method needs set (its input data);
+    ``per_chunk`` whether it is defined on a chunk of a document (online detection)."""
 
     key: str
     title: str
@@ -35,6 +36,7 @@ class Method:
     main_table: bool = True
     reference: str = ""
     needs: str | None = None
+    per_chunk: bool = True
 
     def columns(self, k_percentages: Sequence[int], ablation_k_percentages: Sequence[int]):
         """This method's score columns for the given k values."""
@@ -73,6 +75,7 @@ METHODS: tuple[Method, ...] = (
         "dcpdd",
         "DC-PDD",
         needs="dcpdd_frequencies",
+        per_chunk=False,  # counts each distinct token once per document
         reference="mean over first occurrences of min(p(x_t) * -log p_ref(x_t), clip), p_ref "
         "from reference-corpus token counts (Zhang et al., EMNLP 2024)",
     ),

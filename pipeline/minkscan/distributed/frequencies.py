@@ -23,12 +23,9 @@ from minkscan.io.paths import filesystem_for
 from minkscan.io.sources import (
     TEXT,
     InputError,
-    ShardError,
-    discover,
-    limit_pieces,
     piece_descriptor,
     piece_from_descriptor,
-    plan_pieces,
+    plan_inputs,
     read_piece,
 )
 from minkscan.text.frequencies import exists, write_frequencies
@@ -82,17 +79,8 @@ def count_tokens(config: ScanConfig, output: str) -> FrequencySummary:
     if exists(output):
         raise InputError(f"{output} already exists; give a new path for the frequency file")
     fs = filesystem_for(list(data.input), data.s3)
-    files, _ = discover(data.input, fs, format=data.format, root=data.input_root)
-    plan = plan_pieces(
-        fs, files, piece_rows=data.piece_rows, text_column=data.text_column, id_column=""
-    )
-    if plan.bad:
-        path, reason = next(iter(plan.bad.items()))
-        raise ShardError(f"cannot read input shard {path}: {reason}")
-    pieces = plan.pieces
-    if data.limit is not None:
-        pieces = limit_pieces(fs, pieces, data.limit, data.text_column)
-    if not pieces:
+    pieces = plan_inputs(fs, data, id_column="").pieces
+    if not pieces:  # every shard was bad and skipped
         raise InputError(f"the inputs hold no rows: {', '.join(data.input)}")
     with ray_session(config):
         dataset = ray.data.from_items(

@@ -47,10 +47,8 @@ from minkscan.io.sources import (
     InputError,
     Piece,
     ShardError,
-    discover,
-    limit_pieces,
     piece_descriptor,
-    plan_pieces,
+    plan_inputs,
 )
 from minkscan.methods import single_pass_columns
 from minkscan.models.loading import check_model
@@ -229,23 +227,10 @@ def plan_run(config: ScanConfig) -> RunPlan:
         raise InputError("no output given (data.output / --output)")
     columns = output_columns(config)
     fs = filesystem_for([*data.input, data.output], data.s3)
-    files, _ = discover(data.input, fs, format=data.format, root=data.input_root)
-    inputs = plan_pieces(
-        fs,
-        files,
-        piece_rows=data.piece_rows,
-        text_column=data.text_column,
-        id_column=data.id_column,
-        keep_columns=kept_input_columns(config),
+    inputs = plan_inputs(
+        fs, data, id_column=data.id_column, keep_columns=kept_input_columns(config)
     )
-    if inputs.bad and not data.skip_bad_shards:
-        path, reason = next(iter(inputs.bad.items()))
-        raise ShardError(f"cannot read input shard {path}: {reason} (--skip-bad-shards skips it)")
-    if not inputs.pieces and not inputs.bad:
-        raise InputError(f"the inputs hold no rows: {', '.join(data.input)}")
     pieces = inputs.pieces
-    if data.limit is not None:
-        pieces = limit_pieces(fs, pieces, data.limit, data.text_column)
     output = ScoreOutput(fs, fs_path(data.output))
     settings = {"piece_rows": data.piece_rows, "limit": data.limit}
     output.check(columns, settings)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import polars as pl
 import torch
 
+from minkscan.methods import method_of
 from minkscan.models.forward import batch_token_stats
 from minkscan.scorer import DocumentScorer
 from minkscan.scoring.aggregate import document_scores
@@ -31,9 +32,7 @@ def chunk_scores(
         raise ValueError("chunk_tokens must be >= 1")
     scoring = scorer.scoring
     rows: dict[str, list] = {"id": [], "chunk": [], "token_start": [], "token_end": []}
-    # Every per-token single-pass score; DC-PDD counts each distinct token once per document,
-    # which a chunk of a document does not define, so it is left out here.
-    columns = [name for name in scorer.columns if name != "dcpdd"]
+    columns = [name for name in scorer.columns if method_of(name).per_chunk]
     for name in columns:
         rows[name] = []
     tokenizer = scorer.loaded.tokenizer

@@ -22,7 +22,7 @@ import io
 import json
 import posixpath
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +32,7 @@ import pyarrow.fs as pafs
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from minkscan.config import DataConfig
 from minkscan.errors import RunFailed, UserError
 from minkscan.io.paths import fs_path
 from minkscan.text.tokenize import BAD_ENCODING, NOT_TEXT
@@ -263,6 +264,37 @@ def limit_pieces(
         kept.append(Piece(piece.file, piece.start, piece.start + take, piece.row_groups))
         remaining -= take
     return kept
+
+
+def plan_inputs(
+    fs: pafs.FileSystem,
+    data: DataConfig,
+    *,
+    id_column: str,
+    keep_columns: tuple[str, ...] = (),
+) -> InputPlan:
+    """The pieces of ``data.input`` (cut to ``data.limit`` rows), planned before any work.
+
+    Raises ShardError for an unreadable shard unless ``data.skip_bad_shards`` (then it is
+    listed in ``bad``), and InputError when the inputs hold no rows at all.
+    """
+    files, _ = discover(data.input, fs, format=data.format, root=data.input_root)
+    inputs = plan_pieces(
+        fs,
+        files,
+        piece_rows=data.piece_rows,
+        text_column=data.text_column,
+        id_column=id_column,
+        keep_columns=keep_columns,
+    )
+    if inputs.bad and not data.skip_bad_shards:
+        path, reason = next(iter(inputs.bad.items()))
+        raise ShardError(f"cannot read input shard {path}: {reason} (--skip-bad-shards skips it)")
+    if not inputs.pieces and not inputs.bad:
+        raise InputError(f"the inputs hold no rows: {', '.join(data.input)}")
+    if data.limit is None:
+        return inputs
+    return replace(inputs, pieces=limit_pieces(fs, inputs.pieces, data.limit, data.text_column))
 
 
 def _read_table(fs: pafs.FileSystem, piece: Piece, columns: list[str]) -> pa.Table:
