@@ -211,3 +211,13 @@ def test_calibrate_and_report_read_scores_from_s3(calibrated, audited, s3_server
     assert main(["report", "--input", "s3://corpus/audit/scores.parquet", "--calibration",
                  str(cal), "--group-column", "group", "--output", out]) == 0  # fmt: skip
     assert "group 'dirty'" in capsys.readouterr().out
+
+
+def test_scores_and_calibration_of_different_models_are_warned(calibrated, audited) -> None:
+    from dataclasses import replace
+
+    other = replace(calibrated, model="model-b")
+    report = build_report(audited.lazy(), other, group_column="group", model="model-a")
+    assert any("'model-a' but the calibration from 'model-b'" in w for w in report.warnings)
+    same = build_report(audited.lazy(), other, group_column="group", model="model-b")
+    assert not any("thresholds do not transfer" in w for w in same.warnings)

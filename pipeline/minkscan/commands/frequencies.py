@@ -18,6 +18,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--format", choices=["parquet", "jsonl", "csv", "arrow"])
     parser.add_argument("--text-column")
     parser.add_argument("--num-actors", type=int, help="tokenizer actors")
+    parser.add_argument(
+        "--skip-bad-shards",
+        action="store_const",
+        const=True,
+        help="skip unreadable shards instead of failing",
+    )
     parser.set_defaults(func=run)
 
 
@@ -29,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
             "data.format": args.format,
             "data.text_column": args.text_column,
             "ray.num_actors": args.num_actors,
+            "data.skip_bad_shards": args.skip_bad_shards,
         },
     )
     from minkscan.distributed.frequencies import count_tokens

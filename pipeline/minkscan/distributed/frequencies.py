@@ -17,7 +17,7 @@ import pyarrow.fs as pafs
 import ray
 
 from minkscan.config import ScanConfig
-from minkscan.distributed.runner import LIGHT_TASK_CPUS, ray_session
+from minkscan.distributed.runner import LIGHT_TASK_CPUS, quiet_unless_terminal, ray_session
 from minkscan.distributed.stages import load_tokenizer
 from minkscan.io.paths import filesystem_for
 from minkscan.io.sources import (
@@ -82,7 +82,7 @@ def count_tokens(config: ScanConfig, output: str) -> FrequencySummary:
     pieces = plan_inputs(fs, data, id_column="").pieces
     if not pieces:  # every shard was bad and skipped
         raise InputError(f"the inputs hold no rows: {', '.join(data.input)}")
-    with ray_session(config):
+    with quiet_unless_terminal(), ray_session(config):
         dataset = ray.data.from_items(
             [piece_descriptor(piece) for piece in pieces], override_num_blocks=len(pieces)
         )

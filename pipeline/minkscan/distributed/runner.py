@@ -384,7 +384,7 @@ class _Progress:
 
 
 @contextmanager
-def _quiet_unless_terminal() -> Iterator[None]:
+def quiet_unless_terminal() -> Iterator[None]:
     """In a terminal, Ray Data's progress bars; otherwise (logs of a nightly job) none of its
     progress blocks or INFO lines: the driver's own progress line every
     ``ray.progress_seconds`` says how far the run is."""
@@ -436,7 +436,7 @@ def run_scoring(config: ScanConfig) -> RunSummary:
         logger.warning("skipping bad shard %s: %s", path, reason)
     ids = None
     progress = _Progress(config.ray.progress_seconds)
-    with _quiet_unless_terminal():
+    with quiet_unless_terminal():
         if plan.to_score:  # a complete output needs no Ray at all
             ensure_ray(config)
             wanted = config.data.check_ids or config.data.require_unique_ids
