@@ -2,15 +2,20 @@
 
 Fine-tunes a copy of a bundled model for one epoch on a random half of a text set, then
 runs `minkscan benchmark` on members (the trained half) vs the held-out half, for the
-fine-tuned model and, as a control, the untouched base model (expected AUROC ~ 0.5).
+fine-tuned model and, as a control, the untouched base model (expected AUROC ~ 0.5). Every
+method is scored: the single-pass ones (Gap-K% among them), DC-PDD with token frequencies
+counted by `minkscan frequencies` on the texts left out by ``--limit`` (disjoint from both
+halves), Lowercase, and Ref for the fine-tuned model (the base model as reference). Ends
+with one table of AUROC [95% CI] and TPR at 5% FPR per method for both models.
 
-    .venv/bin/python benchmarks/bench_exposure.py \
+    .venv/bin/python benchmarks/bench_exposure.py --limit 572 \
         --texts ../shared/data/wikimia24/length64.parquet --model smollm2-135m --out exposure-out
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import time
 from pathlib import Path
@@ -46,6 +51,31 @@ def fine_tune(name: str, texts: list[str], directory: Path, lr: float, batch: in
     tokenizer.save_pretrained(directory)
 
 
+def comparison(outputs: dict[str, Path], group: str) -> str:
+    """Markdown: per method, AUROC [95% CI] and TPR at 5% FPR of each run."""
+    tables = {
+        run: json.loads((out / "tables.json").read_text())["main"] for run, out in outputs.items()
+    }
+    header = (
+        "| method | "
+        + " | ".join(f"{run} AUROC [95% CI] | {run} TPR@5%FPR" for run in tables)
+        + " |"
+    )
+    lines = [header, "|---" * (1 + 2 * len(tables)) + "|"]
+    methods = list(dict.fromkeys(row["method"] for rows in tables.values() for row in rows))
+    for method in methods:
+        cells = []
+        for rows in tables.values():
+            row = next((r for r in rows if r["method"] == method), None)
+            if row is None:
+                cells += ["-", "-"]
+                continue
+            auroc, lo, hi = (row[f"auroc_{group}{end}"] for end in ("", "_lo", "_hi"))
+            cells += [f"{auroc:.3f} [{lo:.3f}, {hi:.3f}]", f"{row[f'tpr@0.05fpr_{group}']:.3f}"]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--texts", required=True, help="Parquet with a text column")
@@ -54,23 +84,32 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--limit", type=int, help="use only this many texts (members + held out)")
+    parser.add_argument(
+        "--limit", type=int, help="members + held out; the other texts count DC-PDD's frequencies"
+    )
     parser.add_argument("--retrain", action="store_true", help="fine-tune again even if cached")
     args = parser.parse_args()
 
-    texts = pl.read_parquet(args.texts)["text"].to_list()
+    texts = list(dict.fromkeys(pl.read_parquet(args.texts)["text"].to_list()))  # distinct
     random.Random(args.seed).shuffle(texts)
-    texts = texts[: args.limit]
+    texts, rest = texts[: args.limit], texts[len(texts[: args.limit]) :]
+    if not rest:
+        parser.error("--limit must leave texts out: DC-PDD's frequencies are counted on them")
     members, non_members = texts[: len(texts) // 2], texts[len(texts) // 2 :]
     args.out.mkdir(parents=True, exist_ok=True)
+    group = Path(args.texts).stem
     data = args.out / "exposure.parquet"
     pl.DataFrame(
         {
             "text": members + non_members,
             "label": [1] * len(members) + [0] * len(non_members),
-            "group": Path(args.texts).stem,
+            "group": group,
         }
     ).write_parquet(data)
+    corpus = args.out / "frequency-corpus.parquet"
+    pl.DataFrame({"text": rest}).write_parquet(corpus)
+    print(f"{len(members)} members, {len(non_members)} held out, {len(rest)} texts for "
+          "DC-PDD's token frequencies", flush=True)  # fmt: skip
     tuned = args.out / "fine-tuned"
     if args.retrain or not (tuned / "config.json").exists():
         fine_tune(args.model, members, tuned, args.lr, args.batch)
@@ -81,13 +120,22 @@ def main() -> None:
         ("fine-tuned", str(tuned), ["--ref-model", args.model]),
         ("base (control)", args.model, []),
     )
+    outputs = {}
     for label, model, extra in runs:
         print(f"\n# {label}: {model}\n", flush=True)
-        output_dir = str(args.out / label.split()[0])
+        output_dir = args.out / label.split()[0]
+        frequencies = output_dir / "frequencies.parquet"
+        output_dir.mkdir(parents=True, exist_ok=True)
+        minkscan(["frequencies", "--input", str(corpus), "--model", model,
+                  "--output", str(frequencies)])  # fmt: skip
         minkscan(
-            ["benchmark", "--input", str(data), "--model", model, "--output", output_dir,
-             "--lowercase", *extra]  # fmt: skip
-        )
+            ["benchmark", "--input", str(data), "--model", model, "--output", str(output_dir),
+             "--lowercase", "--set", f"scoring.dcpdd_frequencies={frequencies}", *extra]
+        )  # fmt: skip
+        outputs[label] = output_dir
+    table = comparison(outputs, group)
+    (args.out / "comparison.md").write_text(table + "\n")
+    print(f"\n# Members vs held out ({len(members)} + {len(non_members)})\n\n{table}")
 
 
 if __name__ == "__main__":

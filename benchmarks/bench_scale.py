@@ -113,7 +113,7 @@ def main() -> None:
             build_corpus(corpus, size)
             base = [str(BIN / "minkscan"), "score", "--input", str(corpus), "--model",
                     str(work / "model"), "--set", "scoring.k_percentages=[20]",
-                    "--set", "ray.tokenize_batch_size=1024"]  # fmt: skip
+                    "--set", "ray.block_rows=1024"]  # fmt: skip
             out = work / f"out-{size}"
             seconds, rss, stdout = run([*base, "--output", str(out)])
             assert scored(stdout) == size, stdout

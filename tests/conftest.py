@@ -207,9 +207,23 @@ def s3_server():
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """One embedded 2-CPU Ray for a module's pipeline runs (each would otherwise start its own)."""
+    """One embedded Ray for a module's pipeline runs (each would otherwise start its own): 3
+    logical CPUs hold a scoring actor, the tokenizer and a read task (one CPU)."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def stalled_pipelines_fail_fast():
+    """An in-process run that stalls (say, actors holding every CPU) fails after 5 minutes
+    of no progress instead of Ray Data's default half hour."""
+    import ray
+
+    context = ray.data.DataContext.get_current()
+    previous = context.execution_no_progress_timeout_s
+    context.execution_no_progress_timeout_s = 300
+    yield
+    context.execution_no_progress_timeout_s = previous

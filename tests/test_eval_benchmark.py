@@ -16,7 +16,7 @@ from tests.conftest import TRAINING_TEXT
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
     """One embedded Ray for the module's benchmark runs (each would otherwise start its own)."""
-    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=5, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
@@ -74,8 +74,8 @@ def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_window
         "Loss",
         "Zlib",
         "Lowercase",
-        "Ref",
         "Neighbor",
+        "Ref",
         "Min-K%",
         "Min-K%++",
         "Gap-K%",

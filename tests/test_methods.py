@@ -8,8 +8,16 @@ import numpy as np
 import polars as pl
 import torch
 from minkscan.calibration import calibrate
-from minkscan.config import ScoringConfig
-from minkscan.methods import METHODS, method_of, score_columns, single_pass_columns, title
+from minkscan.config import BaselinesConfig, ScoringConfig
+from minkscan.methods import (
+    METHODS,
+    baseline_columns,
+    forward_passes,
+    method_of,
+    score_columns,
+    single_pass_columns,
+    title,
+)
 from minkscan.scoring.aggregate import moving_average
 
 
@@ -44,3 +52,23 @@ def test_moving_average_is_valid_mode_and_leaves_short_rows_alone() -> None:
     assert lengths.tolist() == [3, 2]
     assert smoothed[0, :3].tolist() == [2.0, 3.0, 4.0]
     assert smoothed[1, :2].tolist() == [7.0, 8.0]
+
+
+def test_output_columns_and_forward_passes_of_the_baselines_come_from_the_registry() -> None:
+    none = BaselinesConfig()
+    assert baseline_columns(none) == [] and forward_passes(none, "t") == {"single-pass methods": 1}
+    every = BaselinesConfig(lowercase=True, reference_model="gpt2", neighbors=4)
+    assert baseline_columns(every) == [
+        column
+        for method in METHODS
+        if method.extra_pass
+        for column in (method.key, *method.companions)
+    ]
+    assert forward_passes(every, "t") == {
+        "single-pass methods": 1,
+        "Lowercase": 1,
+        "Neighbor (causal-lm:t)": 5,  # one proposal pass + 4 neighbours
+        "Ref (gpt2)": 1,
+    }
+    masked = BaselinesConfig(neighbors=4, neighbor_model="bert")
+    assert forward_passes(masked, "t")["Neighbor (masked-lm:bert)"] == 8

@@ -39,7 +39,7 @@ def config_for(model_dir: Path, inputs: str, output: str, s3: dict | None = None
             "scoring.k_percentages": [20],
             "data.input": [inputs],
             "data.output": output,
-            "ray.tokenize_batch_size": 4,
+            "ray.block_rows": 4,
             **({f"data.s3.{k}": v for k, v in (s3 or {}).items()}),
         },
     )

@@ -81,7 +81,7 @@ def test_rerun_after_killing_the_job_midway_completes_each_id_exactly_once(
     # Batches of 10 rows and commits of 20: the run commits in many small steps, so the kill
     # lands between two of them rather than after one big final commit.
     command = [*score_command(tiny_llama_dir, tmp_path / "in", output),
-               "--set", "data.commit_rows=20", "--set", "ray.tokenize_batch_size=10"]  # fmt: skip
+               "--set", "data.commit_rows=20", "--set", "ray.block_rows=10"]  # fmt: skip
     log = tmp_path / "first-run.log"
     with log.open("w") as sink:
         job = subprocess.Popen(command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT)
@@ -137,7 +137,7 @@ def test_ray_job_submit_runs_the_score_job_on_a_loopback_head(tiny_llama_dir, tm
             f"--dashboard-port={dashboard}",
             "--include-dashboard=true",
             "--dashboard-host=127.0.0.1",
-            "--num-cpus=2",
+            "--num-cpus=3",
         ],
         start_new_session=True,
         stdout=subprocess.DEVNULL,
@@ -184,8 +184,8 @@ def test_ray_job_submit_runs_the_score_job_on_a_loopback_head(tiny_llama_dir, tm
 
 def test_two_node_cluster_runs_scoring_actors_on_both_nodes(tiny_llama_dir, tmp_path):
     ids = write_corpus(tmp_path / "in", documents=60, per_shard=10)
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 3})
+    cluster.add_node(num_cpus=3)
     try:
         ray.init(address=cluster.address, log_to_driver=False)
         config = build_config(
@@ -196,8 +196,9 @@ def test_two_node_cluster_runs_scoring_actors_on_both_nodes(tiny_llama_dir, tmp_
                 "data.input": [str(tmp_path / "in")],
                 "data.output": str(tmp_path / "out"),
                 "ray.num_actors": 2,
-                "ray.cpus_per_actor": 0.6,  # two replicas cannot share one 1-CPU node
-                "ray.tokenize_batch_size": 5,
+                # Two replicas cannot share one 3-CPU node; each node keeps a CPU for a read.
+                "ray.cpus_per_actor": 1.6,
+                "ray.block_rows": 5,
                 "data.check_ids": False,
             },
         )

@@ -44,7 +44,7 @@ def make_config(model_dir: Path, inputs: list[str], output: Path, **overrides) -
         "data.input": inputs,
         "data.output": str(output),
         "ray.cpus_per_actor": 1.0,
-        "ray.tokenize_batch_size": 4,
+        "ray.block_rows": 4,
         "data.check_ids": False,
     }
     return build_config({}, base | overrides)
@@ -207,7 +207,7 @@ def test_killed_scoring_actor_is_replaced_and_its_batches_retried(
     texts = [f"Document {i}: " + TEXTS[i % 2] * (1 + i % 5) for i in range(120)]
     write_shards(tmp_path / "in", texts, per_shard=20)
     config = make_config(
-        tiny_llama_dir, [str(tmp_path / "in")], tmp_path / "out", **{"ray.tokenize_batch_size": 2}
+        tiny_llama_dir, [str(tmp_path / "in")], tmp_path / "out", **{"ray.block_rows": 2}
     )
 
     summary = run_scoring(config)
@@ -264,3 +264,16 @@ def test_minkscan_score_reads_and_writes_s3(tiny_llama_dir, tmp_path, s3_server,
     ]
     manifest = client.get_object(Bucket="corpus", Key="scores/run1/_manifest.json")
     assert json.loads(manifest["Body"].read())["config"]["data"]["s3"]["secret_access_key"] == "***"
+
+
+def test_a_cluster_smaller_than_the_run_gets_a_warning_before_work(
+    tiny_llama_dir, tmp_path, caplog
+):
+    """Actors holding every CPU leave none for the read tasks: the run would wait, so it says
+    so (a cluster may still be growing, so it is a warning, not an error)."""
+    big = make_config(tiny_llama_dir, [], tmp_path / "out", **{"ray.cpus_per_actor": 8.0})
+    with caplog.at_level("WARNING", logger="minkscan.distributed.runner"):
+        runner.warn_if_too_small(make_config(tiny_llama_dir, [], tmp_path / "out"))
+        assert not caplog.records
+        runner.warn_if_too_small(big)
+    assert "the Ray cluster has 3 CPUs but this run needs at least 9.5" in caplog.text

@@ -245,12 +245,18 @@ class RayConfig(_Section):
         description="Also the actor's torch threads (rounded); 1.5 leaves half a CPU of a "
         "2-core machine to reading, tokenising and writing.",
     )
-    tokenize_batch_size: int = Field(256, ge=1, description="Rows per CPU tokenisation task.")
+    block_rows: int = Field(
+        256,
+        ge=1,
+        description="Rows per Ray Data block and per call of every stage (tokenising, scoring, "
+        "Ref): a block goes on to the next stage as soon as it is done, so smaller blocks "
+        "overlap the stages sooner; larger ones give the length buckets more rows to sort.",
+    )
     block_bytes: int = Field(
         1 << 20,
         ge=1024,
-        description="Ray Data block size: blocks are what actors share, so small blocks spread "
-        "even a single large shard over every scoring actor.",
+        description="Ray Data block size cap: blocks are what actors share, so small blocks "
+        "spread even a single large shard over every scoring actor.",
     )
     progress_seconds: float = Field(
         60.0, gt=0, description="Seconds between progress lines when output is not a terminal."

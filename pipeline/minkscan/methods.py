@@ -1,21 +1,22 @@
-"""The one registry of scoring methods: every score column, its name for people, whether it
-costs extra forward passes, and whether it has one column per k.
+"""The one registry of scoring methods: every score column, its name for people, the
+forward passes it costs, and whether it has one column per k.
 
 Every score is oriented so that higher means "more likely a member", and every score column
-is calibrated and reported. The scorer's output columns, the pipeline's score files,
-calibration, reports and benchmark tables all derive from `METHODS`; adding a single-pass
-method means a row here and its math in `minkscan.scoring.aggregate`.
+is calibrated and reported. The scorer's output columns, the pipeline's score files, the
+forward passes and seconds a run reports, calibration, reports and benchmark tables all
+derive from `METHODS`; adding a single-pass method means a row here and its math in
+`minkscan.scoring.aggregate`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from minkscan.config import ScoringConfig
+    from minkscan.config import BaselinesConfig, ScoringConfig
 
 # The method a report's verdict rests on unless another is declared: Min-K%++ at k = 20%.
 DEFAULT_PRIMARY = "minkpp_k20"
@@ -27,7 +28,11 @@ class Method:
     each (``{key}_k{P}``); otherwise its column is ``key``. ``extra_pass`` names the
     BaselinesConfig switch of a method that needs forward passes beyond the main one;
     ``needs`` the ScoringConfig field a single-pass method needs set (its input data);
-    ``per_chunk`` whether it is defined on a chunk of a document (online detection)."""
+    ``per_chunk`` whether it is defined on a chunk of a document (online detection).
+
+    An extra-pass method also declares its ``companions`` (detail columns written after its
+    score, never scores themselves), its forward ``passes`` per document and the ``source``
+    model(s) making them, both from the BaselinesConfig and the target model's name."""
 
     key: str
     title: str
@@ -37,6 +42,9 @@ class Method:
     reference: str = ""
     needs: str | None = None
     per_chunk: bool = True
+    companions: tuple[str, ...] = ()
+    passes: Callable[[BaselinesConfig], int] = lambda _: 1
+    source: Callable[[BaselinesConfig, str], str] | None = None
 
     def columns(self, k_percentages: Sequence[int], ablation_k_percentages: Sequence[int]):
         """This method's score columns for the given k values."""
@@ -51,12 +59,45 @@ class Method:
         return re.fullmatch(rf"{self.key}_k\d+", column) is not None
 
 
+def neighbor_source(target_model: str, masked_lm: str | None) -> str:
+    """Which model generates the neighbours: ``masked-lm:NAME`` or ``causal-lm:NAME``."""
+    if masked_lm is not None:
+        return f"masked-lm:{masked_lm}"
+    return f"causal-lm:{target_model}"
+
+
+def _neighbor_passes(baselines: BaselinesConfig) -> int:
+    """N scoring passes, plus one proposal pass of the target model or N masked-LM passes."""
+    return baselines.neighbors + (1 if baselines.neighbor_model is None else baselines.neighbors)
+
+
 METHODS: tuple[Method, ...] = (
     Method("loss", "Loss", reference="mean log p(x_t) (Yeom et al. 2018)"),
     Method("zlib", "Zlib", reference="loss / zlib-compressed length (Carlini et al. 2021)"),
-    Method("lowercase", "Lowercase", extra_pass="lowercase", reference="Carlini et al. 2021"),
-    Method("ref", "Ref", extra_pass="reference_model", reference="Carlini et al. 2021"),
-    Method("neighbor", "Neighbor", extra_pass="neighbors", reference="Mattern et al. 2023"),
+    Method(
+        "lowercase",
+        "Lowercase",
+        extra_pass="lowercase",
+        companions=("lowercase_n_tokens",),
+        reference="Carlini et al. 2021",
+    ),
+    Method(
+        "neighbor",
+        "Neighbor",
+        extra_pass="neighbors",
+        companions=("neighbor_source",),
+        passes=_neighbor_passes,
+        source=lambda b, target: neighbor_source(target, b.neighbor_model),
+        reference="Mattern et al. 2023",
+    ),
+    Method(
+        "ref",
+        "Ref",
+        extra_pass="reference_model",
+        companions=("ref_n_tokens",),
+        source=lambda b, _: b.reference_model.name,
+        reference="Carlini et al. 2021",
+    ),
     Method("mink", "Min-K%", "k_percentages", reference="lowest k% of log p (Shi et al. 2024)"),
     Method(
         "minkpp",
@@ -83,6 +124,35 @@ METHODS: tuple[Method, ...] = (
     Method("minkpp_sigma", "Min-K%++ (sigma only)", "ablation_k_percentages", main_table=False),
 )
 SINGLE_PASS = tuple(method for method in METHODS if method.extra_pass is None)
+# The key under which the main pass (all single-pass methods at once) is counted and timed.
+MAIN_PASS = "main"
+
+
+def extra_pass_methods(baselines: BaselinesConfig) -> list[Method]:
+    """The extra-pass methods ``baselines`` enables, in registry order."""
+    return [m for m in METHODS if m.extra_pass and getattr(baselines, m.extra_pass)]
+
+
+def baseline_columns(baselines: BaselinesConfig) -> list[str]:
+    """The columns the enabled extra-pass methods add to the score output, in output order."""
+    return [c for m in extra_pass_methods(baselines) for c in (m.key, *m.companions)]
+
+
+def pass_labels(baselines: BaselinesConfig, target_model: str) -> dict[str, str]:
+    """{key: label} of the run's forward passes: the main pass, then each enabled extra-pass
+    method (``Ref (gpt2)``, ``Neighbor (causal-lm:NAME)``)."""
+    labels = {MAIN_PASS: "single-pass methods"}
+    for method in extra_pass_methods(baselines):
+        source = method.source(baselines, target_model) if method.source else None
+        labels[method.key] = method.title + (f" ({source})" if source else "")
+    return labels
+
+
+def forward_passes(baselines: BaselinesConfig, target_model: str) -> dict[str, int]:
+    """Forward passes per document (per window of a windowed one), by `pass_labels` label."""
+    counts = {MAIN_PASS: 1} | {m.key: m.passes(baselines) for m in extra_pass_methods(baselines)}
+    labels = pass_labels(baselines, target_model)
+    return {labels[key]: n for key, n in counts.items()}
 
 
 def single_pass_columns(scoring: ScoringConfig) -> list[str]:

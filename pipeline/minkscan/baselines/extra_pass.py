@@ -25,7 +25,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from minkscan.config import BaselinesConfig
+from minkscan.methods import neighbor_source
 from minkscan.scorer import DocumentScorer
 from minkscan.text.tokenize import EncodedDocument
 
@@ -131,43 +131,10 @@ def masked_lm_neighbour(
     return tokenizer.decode(ids, skip_special_tokens=True)
 
 
-def neighbor_source(target_model: str, masked_lm: str | None) -> str:
-    """Which model generates the neighbours: ``masked-lm:NAME`` or ``causal-lm:NAME``."""
-    if masked_lm is not None:
-        return f"masked-lm:{masked_lm}"
-    return f"causal-lm:{target_model}"
-
-
 def document_rng(seed: int, text: str) -> np.random.Generator:
     """The random stream of one document's neighbours, from the seed and the text alone, so a
     document's Neighbor score does not depend on which other documents share its batch."""
     return np.random.default_rng([seed, zlib.crc32(text.encode("utf-8"))])
-
-
-def baseline_columns(baselines: BaselinesConfig) -> list[str]:
-    """The columns the enabled baselines add to the score output, in output order."""
-    columns = []
-    if baselines.lowercase:
-        columns += ["lowercase", "lowercase_n_tokens"]
-    if baselines.neighbors > 0:
-        columns += ["neighbor", "neighbor_source"]
-    if baselines.reference_model is not None:
-        columns += ["ref", "ref_n_tokens"]
-    return columns
-
-
-def forward_passes(baselines: BaselinesConfig, target_model: str) -> dict[str, int]:
-    """Forward passes per document (per window of a windowed one) of each enabled method."""
-    passes = {"single-pass methods": 1}
-    if baselines.lowercase:
-        passes["Lowercase"] = 1
-    if baselines.reference_model is not None:
-        passes[f"Ref ({baselines.reference_model.name})"] = 1
-    if baselines.neighbors > 0:
-        source = neighbor_source(target_model, baselines.neighbor_model)
-        proposal = 1 if baselines.neighbor_model is None else baselines.neighbors
-        passes[f"Neighbor ({source})"] = baselines.neighbors + proposal
-    return passes
 
 
 def neighbor_scores(

@@ -97,7 +97,7 @@ def count_tokens(config: ScanConfig, output: str) -> FrequencySummary:
             CountTokens,
             fn_constructor_kwargs={"config": config},
             batch_format="pyarrow",
-            batch_size=config.ray.tokenize_batch_size,
+            batch_size=config.ray.block_rows,
             compute=ray.data.ActorPoolStrategy(size=config.ray.num_actors),
             num_cpus=1,
         )

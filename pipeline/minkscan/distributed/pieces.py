@@ -2,7 +2,9 @@
 rows as score files. They import no model code, so their Ray workers start in a second.
 
 Every row carries ``id``, ``source``, ``row``, ``_piece`` and the kept input columns from
-the read to the commit, so the committed files say which input rows they hold.
+the read to the commit, so the committed files say which input rows they hold. The model
+stages add each row's share of their compute seconds per forward pass (`seconds_column`);
+the commit sums those into its statistics and drops them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,13 @@ from minkscan.io.sources import (
 )
 
 STATUS = "status"
+_SECONDS = "_seconds_"
+
+
+def seconds_column(pass_key: str, seconds: float, rows: int) -> tuple[str, pa.Array]:
+    """The hidden column giving each of ``rows`` rows an equal share of ``seconds`` spent on
+    the forward pass(es) ``pass_key`` (a `minkscan.methods` key or MAIN_PASS)."""
+    return f"{_SECONDS}{pass_key}", pa.array([seconds / max(rows, 1)] * rows, pa.float64())
 
 
 def read_pieces(
@@ -57,16 +66,20 @@ def read_pieces(
 
 def commit_scores(batch: pa.Table, *, fs: pafs.FileSystem, output_root: str) -> pa.Table:
     """Write the batch's rows as one score file per input piece; return one statistics row
-    per file (the driver's progress and summary come from these, never from re-reading)."""
+    per file (the driver's progress and summary come from these, never from re-reading):
+    rows, tokens, statuses and compute seconds per forward pass, the last two as JSON."""
     output = ScoreOutput(fs, output_root)
+    timing = [name for name in batch.column_names if name.startswith(_SECONDS)]
     stats: dict[str, list] = {
-        "piece": [], "rows": [], "tokens": [], "statuses": []
+        "piece": [], "rows": [], "tokens": [], "statuses": [], "seconds": []
     }  # fmt: skip
     for piece in pc.unique(batch[PIECE]).to_pylist():
         rows = batch.filter(pc.equal(batch[PIECE], piece))
-        output.write_part(rows.drop_columns([PIECE]), piece, pc.min(rows[ROW]).as_py())
+        output.write_part(rows.drop_columns([PIECE, *timing]), piece, pc.min(rows[ROW]).as_py())
         stats["piece"].append(piece)
         stats["rows"].append(rows.num_rows)
         stats["tokens"].append(int(pc.sum(rows["n_tokens"]).as_py() or 0))
         stats["statuses"].append(json.dumps(Counter(rows[STATUS].to_pylist())))
+        seconds = {name.removeprefix(_SECONDS): pc.sum(rows[name]).as_py() for name in timing}
+        stats["seconds"].append(json.dumps(seconds))
     return pa.table(stats)

@@ -31,7 +31,6 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import ray
 
-from minkscan.baselines.extra_pass import baseline_columns, forward_passes
 from minkscan.config import ConfigError, ScanConfig
 from minkscan.distributed.context import data_context
 from minkscan.distributed.ids import IdReport, check_ids
@@ -50,20 +49,32 @@ from minkscan.io.sources import (
     piece_descriptor,
     plan_inputs,
 )
-from minkscan.methods import single_pass_columns
+from minkscan.methods import (
+    baseline_columns,
+    forward_passes,
+    pass_labels,
+    single_pass_columns,
+)
 from minkscan.models.loading import check_model
 from minkscan.scorer import TOKEN_COLUMNS
 
 logger = logging.getLogger(__name__)
 
-# Reading, tokenisation and commits are light; small CPU reservations leave the cores to
-# the model actors.
+# Tokenisation and commits are light; small CPU reservations leave the cores to the model
+# actors. A read task holds one CPU, Ray Data's default, which its streaming repartition into
+# blocks of `ray.block_rows` rows needs to run fused into it rather than as tasks of its own.
 LIGHT_TASK_CPUS = 0.25
+READ_TASK_CPUS = 1.0
 
 
 @dataclass
 class RunSummary:
-    """What one run did (from the commits' statistics) and what the output now holds."""
+    """What one run did (from the commits' statistics) and what the output now holds.
+
+    ``forward_passes`` (per document) and ``pass_seconds`` (the model actors' compute
+    seconds in this run, summed over actors) are keyed alike: the main pass, then each
+    extra-pass method (`minkscan.methods.pass_labels`).
+    """
 
     output: str
     manifest: str
@@ -77,6 +88,7 @@ class RunSummary:
     pieces_done_before: int = 0
     skipped_shards: dict[str, str] = field(default_factory=dict)
     forward_passes: dict[str, int] = field(default_factory=dict)
+    pass_seconds: dict[str, float] = field(default_factory=dict)
     ids: IdReport | None = None
 
     @property
@@ -90,12 +102,16 @@ class RunSummary:
     def line(self) -> str:
         """The one-line summary printed at the end of a run."""
         statuses = ", ".join(f"{k}={v}" for k, v in sorted(self.statuses.items()))
-        passes = ", ".join(f"{k} {v}" for k, v in self.forward_passes.items())
+        passes = ", ".join(
+            f"{k} {v} ({self.pass_seconds.get(k, 0.0):.1f} s)"
+            for k, v in self.forward_passes.items()
+        )
         ids = f"; ids: {self.ids.line()}" if self.ids and self.ids.line() else ""
         return (
             f"scored {self.documents} documents ({self.tokens} tokens) in {self.seconds:.1f} s: "
             f"{self.docs_per_second:.1f} docs/s, {self.tokens_per_second:.0f} tokens/s; "
-            f"statuses: {statuses or 'none'}; forward passes per document: {passes}; "
+            f"statuses: {statuses or 'none'}; forward passes per document (actor seconds): "
+            f"{passes}; "
             f"already done: {self.resumed_documents}; "
             f"skipped shards: {len(self.skipped_shards)}{ids}; output: {self.output}"
         )
@@ -114,8 +130,8 @@ def _reference_resources(config: ScanConfig) -> tuple[float, float]:
 
 def required_cpus(config: ScanConfig) -> float:
     """Logical CPUs held by the tokenizer, scoring and reference actors at their minimum
-    pool sizes, plus one light read / commit task."""
-    cpus = 2 * LIGHT_TASK_CPUS + config.ray.num_actors * config.ray.cpus_per_actor
+    pool sizes, plus one read and one commit task."""
+    cpus = READ_TASK_CPUS + 2 * LIGHT_TASK_CPUS + config.ray.num_actors * config.ray.cpus_per_actor
     if config.baselines.reference_model is not None:
         cpus += config.baselines.reference_num_actors * _reference_resources(config)[0]
     return cpus
@@ -137,6 +153,22 @@ def ensure_ray(config: ScanConfig) -> None:
         return
     needed = max(math.ceil(required_cpus(config)), os.cpu_count() or 1)
     ray.init(address="local", num_cpus=needed, include_dashboard=False, log_to_driver=False)
+
+
+def warn_if_too_small(config: ScanConfig) -> None:
+    """Log a warning when the Ray cluster has fewer CPUs than the run holds at its minimum
+    (`required_cpus`): it then waits for an autoscaler to add nodes, or stalls until Ray
+    Data's no-progress timeout. The embedded Ray always has enough."""
+    have = ray.cluster_resources().get("CPU", 0.0)
+    needed = required_cpus(config)
+    if have < needed:
+        logger.warning(
+            "the Ray cluster has %g CPUs but this run needs at least %g (scoring and reference "
+            "actors, tokenizer, one read and one commit task): it waits for more nodes; lower "
+            "ray.cpus_per_actor / ray.num_actors if none will come",
+            have,
+            needed,
+        )
 
 
 @contextmanager
@@ -305,13 +337,16 @@ def _dataset(config: ScanConfig, plan: RunPlan) -> ray.data.Dataset:
         },
         batch_format="pyarrow",
         batch_size=1,
-        compute=ray.data.TaskPoolStrategy(size=ray_config.max_actors or ray_config.num_actors),
-        num_cpus=LIGHT_TASK_CPUS,
+        num_cpus=READ_TASK_CPUS,
     )
+    # Blocks of at most block_rows rows from here on (cut inside the read tasks, into which
+    # Ray fuses this): each stage's output block goes on as soon as it is done, so the Ref
+    # stage scores rows while the scoring actors do the next.
+    dataset = dataset.repartition(target_num_rows_per_block=ray_config.block_rows)
     dataset = dataset.map_batches(
         TokenizeStage,
         batch_format="pyarrow",
-        batch_size=ray_config.tokenize_batch_size,
+        batch_size=ray_config.block_rows,
         compute=ray.data.ActorPoolStrategy(size=1),
         num_cpus=LIGHT_TASK_CPUS,
         fn_constructor_kwargs={"model": config.model, "scoring": config.scoring},
@@ -319,7 +354,7 @@ def _dataset(config: ScanConfig, plan: RunPlan) -> ray.data.Dataset:
     dataset = dataset.map_batches(
         ScoreStage,
         batch_format="pyarrow",
-        batch_size=ray_config.tokenize_batch_size,
+        batch_size=ray_config.block_rows,
         compute=ray.data.ActorPoolStrategy(
             min_size=ray_config.num_actors,
             max_size=ray_config.max_actors or ray_config.num_actors,
@@ -340,7 +375,7 @@ def _dataset(config: ScanConfig, plan: RunPlan) -> ray.data.Dataset:
         dataset = dataset.map_batches(
             ReferenceStage,
             batch_format="pyarrow",
-            batch_size=ray_config.tokenize_batch_size,
+            batch_size=ray_config.block_rows,
             compute=ray.data.ActorPoolStrategy(size=config.baselines.reference_num_actors),
             num_cpus=cpus,
             num_gpus=gpus,
@@ -368,6 +403,7 @@ class _Progress:
     documents: int = 0
     tokens: int = 0
     statuses: Counter = field(default_factory=Counter)
+    seconds: Counter = field(default_factory=Counter)
     started: float = field(default_factory=time.perf_counter)
     last_line: float = field(default_factory=time.perf_counter)
 
@@ -376,6 +412,8 @@ class _Progress:
         self.tokens += sum(stats["tokens"].to_pylist())
         for counts in stats["statuses"].to_pylist():
             self.statuses.update(json.loads(counts))
+        for seconds in stats["seconds"].to_pylist():
+            self.seconds.update(json.loads(seconds))
         now = time.perf_counter()
         if now - self.last_line >= self.every:
             self.last_line = now
@@ -439,6 +477,7 @@ def run_scoring(config: ScanConfig) -> RunSummary:
     with quiet_unless_terminal():
         if plan.to_score:  # a complete output needs no Ray at all
             ensure_ray(config)
+            warn_if_too_small(config)
             wanted = config.data.check_ids or config.data.require_unique_ids
             ids = check_ids(config, plan) if wanted and plan.has_ids else None
         plan.output.create(plan.columns, plan.settings)
@@ -462,6 +501,10 @@ def run_scoring(config: ScanConfig) -> RunSummary:
         pieces_done_before=plan.done_before,
         skipped_shards=skipped,
         forward_passes=forward_passes(config.baselines, config.model.name),
+        pass_seconds={
+            label: progress.seconds[key]
+            for key, label in pass_labels(config.baselines, config.model.name).items()
+        },
         ids=ids,
     )
     manifest = {

@@ -7,6 +7,7 @@ committing scores are in `minkscan.distributed.pieces`.
 from __future__ import annotations
 
 import math
+import time
 
 import polars as pl
 import pyarrow as pa
@@ -20,8 +21,9 @@ from minkscan.baselines.extra_pass import (
     reference_scores,
 )
 from minkscan.config import BaselinesConfig, ModelConfig, ScoringConfig
-from minkscan.distributed.pieces import STATUS
+from minkscan.distributed.pieces import STATUS, seconds_column
 from minkscan.io.sources import PRESET_STATUS, TEXT
+from minkscan.methods import MAIN_PASS
 from minkscan.models.loading import BUNDLED_GGUF, cached_bundled_model, load_model
 from minkscan.scorer import TOKEN_COLUMNS, DocumentScorer
 from minkscan.text.tokenize import EncodedDocument, encode_documents
@@ -91,6 +93,13 @@ def _with_columns(table: pa.Table, frame: pl.DataFrame) -> pa.Table:
     return table
 
 
+def _with_seconds(table: pa.Table, pass_key: str, started: float) -> pa.Table:
+    """``table`` with the rows' shares of the seconds since ``started`` spent on ``pass_key``."""
+    return table.append_column(
+        *seconds_column(pass_key, time.perf_counter() - started, table.num_rows)
+    )
+
+
 class ScoreStage:
     """Model actor: one replica of the target model scoring tokenised rows (length-bucketed
     batches), plus the target-model baselines Lowercase and Neighbor when enabled.
@@ -117,6 +126,7 @@ class ScoreStage:
         )
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        started = time.perf_counter()
         texts = batch[TEXT].to_pylist()
         n = batch.num_rows
         starts, ends = (
@@ -141,12 +151,15 @@ class ScoreStage:
             arrays["token_z"] = pa.array(columns["token_z"], pa.list_(pa.float32()))
             for name in TOKEN_COLUMNS[1:]:
                 arrays[name] = pa.array(columns[name], pa.list_(pa.int32()))
-        table = pa.table(arrays)
+        table = _with_seconds(pa.table(arrays), MAIN_PASS, started)
         base_loss = pl.Series("loss", columns["loss"], dtype=pl.Float64)
         baselines = self.baselines
         if baselines.lowercase:
+            started = time.perf_counter()
             table = _with_columns(table, lowercase_scores(self.scorer, texts, base_loss))
+            table = _with_seconds(table, "lowercase", started)
         if baselines.neighbors > 0:
+            started = time.perf_counter()
             neighbors = neighbor_scores(
                 self.scorer,
                 texts,
@@ -156,7 +169,7 @@ class ScoreStage:
                 seed=baselines.neighbor_seed,
                 masked_lm=self.masked_lm,
             )
-            table = _with_columns(table, neighbors)
+            table = _with_seconds(_with_columns(table, neighbors), "neighbor", started)
         if baselines.reference_model is not None or self.keep_text:
             table = table.append_column(TEXT, batch[TEXT])
         return table
@@ -181,9 +194,10 @@ class ReferenceStage:
         self.keep_text = keep_text
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        started = time.perf_counter()
         base_loss = pl.Series("loss", batch["loss"].to_pylist(), dtype=pl.Float64)
         ref = reference_scores(self.scorer, batch[TEXT].to_pylist(), base_loss)
-        table = _with_columns(batch.drop_columns([TEXT]), ref)
+        table = _with_seconds(_with_columns(batch.drop_columns([TEXT]), ref), "ref", started)
         return table.append_column(TEXT, batch[TEXT]) if self.keep_text else table
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -68,17 +69,23 @@ def read_labelled(paths: Sequence[str]) -> pl.DataFrame:
 
 @dataclass(frozen=True)
 class BenchmarkResult:
-    """Scores (one row per document, or per chunk online) and the three tables."""
+    """Scores (one row per document, or per chunk online), the three tables, and the forward
+    passes per document with the model seconds they took (same keys)."""
 
     scores: pl.DataFrame
     main: pl.DataFrame
     k_sweep: pl.DataFrame
     decomposition: pl.DataFrame
     forward_passes: dict[str, int]
+    pass_seconds: dict[str, float]
 
     def markdown(self) -> str:
-        passes = ", ".join(f"{name} {n}" for name, n in self.forward_passes.items())
-        return f"Forward passes per document: {passes}\n\n" + "\n\n".join(
+        passes = ", ".join(
+            f"{name} {n} ({self.pass_seconds.get(name, 0.0):.1f} s)"
+            for name, n in self.forward_passes.items()
+        )
+        heading = f"Forward passes per document (model seconds): {passes}"
+        return f"{heading}\n\n" + "\n\n".join(
             f"## {title}\n\n{to_markdown(table)}"
             for title, table in (
                 ("Methods", self.main),
@@ -96,6 +103,7 @@ class BenchmarkResult:
         written[1].write_text(self.markdown() + "\n")
         content = {k: t.to_dicts() for k, t in tables.items()}
         content["forward_passes"] = self.forward_passes
+        content["pass_seconds"] = self.pass_seconds
         written[2].write_text(json.dumps(content, indent=2))
         for name, table in tables.items():
             path = directory / f"{name}.csv"
@@ -105,13 +113,18 @@ class BenchmarkResult:
 
 
 def _tabulate(
-    labelled: pl.DataFrame, config: ScanConfig, k: int, forward_passes: dict[str, int]
+    labelled: pl.DataFrame,
+    config: ScanConfig,
+    k: int,
+    forward_passes: dict[str, int],
+    pass_seconds: dict[str, float],
 ) -> BenchmarkResult:
     scoring = config.scoring
     columns = single_pass_columns(scoring)
     return BenchmarkResult(
         scores=labelled,
         forward_passes=forward_passes,
+        pass_seconds=pass_seconds,
         main=metric_table(labelled, method_columns(labelled.columns, k), detailed=True),
         k_sweep=metric_table(labelled, k_sweep_columns(columns)),
         decomposition=metric_table(labelled, decomposition_columns(columns, k)),
@@ -161,7 +174,7 @@ def run_benchmark(
             summary = run_scoring(config)
         scores = read_scores(config.data.output, config.data.s3).table
     labelled = pl.from_arrow(scores).sort("row").drop("source", "row")  # input order
-    return _tabulate(labelled, config, k, summary.forward_passes)
+    return _tabulate(labelled, config, k, summary.forward_passes, summary.pass_seconds)
 
 
 def run_online_benchmark(
@@ -179,6 +192,8 @@ def run_online_benchmark(
         )
     scorer = DocumentScorer(load_model(config.model), config.scoring)
     setting = online_setting(data, seed)
+    started = time.perf_counter()
     chunks = chunk_scores(scorer, setting["id"].to_list(), setting["text"].to_list(), chunk_tokens)
-    passes = {"all chunks of a document": 1}
-    return _tabulate(label_chunks(scorer, setting, chunks), config, k, passes)
+    label = "all chunks of a document"
+    seconds = {label: time.perf_counter() - started}
+    return _tabulate(label_chunks(scorer, setting, chunks), config, k, {label: 1}, seconds)
