@@ -84,4 +84,7 @@ def test_short_documents_score_the_same_with_or_without_window_stride(tiny_llama
     assert windowed["status"].to_list() == ["ok", "empty", "ok", "windowed"]
     assert truncated["status"].to_list() == ["truncated"] and truncated["n_tokens"][0] == 31
     for name in plain.columns:
-        assert windowed[name].to_list()[:3] == plain[name].to_list(), name
+        expected = plain[name].to_list()
+        if plain[name].dtype.is_float():  # same numbers up to float32 rounding
+            expected = [None if v is None else pytest.approx(v, abs=1e-6) for v in expected]
+        assert windowed[name].to_list()[:3] == expected, name

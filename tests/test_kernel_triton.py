@@ -11,7 +11,7 @@ pytest.importorskip("triton", reason="triton not installed (pip install -e '.[te
 import minkscan.models.forward as forward  # noqa: E402
 from conftest import build_tiny_model  # noqa: E402
 from minkscan.kernels.fused_head import token_stats_triton  # noqa: E402
-from minkscan.models.forward import PaddedBatch, batch_token_stats, choose_head_path  # noqa: E402
+from minkscan.models.forward import TokenBatch, batch_token_stats, choose_head_path  # noqa: E402
 from minkscan.scoring.token_stats import TokenStats, token_stats_from_hidden  # noqa: E402
 
 BLOCKS = {"block_n": 16, "block_v": 128, "block_h": 16}
@@ -78,11 +78,9 @@ def test_kernel_rejects_mismatched_dtypes():
         )
 
 
-def probe_batch() -> PaddedBatch:
+def probe_batch() -> TokenBatch:
     sequences = [tuple(range(3, 15)), tuple(range(20, 27))]
-    return PaddedBatch.from_ids(
-        sequences, pad_id=0, padding_side="right", device=torch.device("cpu")
-    )
+    return TokenBatch.padded(sequences, pad_id=0, padding_side="right", device=torch.device("cpu"))
 
 
 CHUNKS = {"row_chunk": 64, "vocab_chunk": 128}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from minkscan.models.forward import PaddedBatch, batch_token_stats, find_linear_head
+from minkscan.models.forward import TokenBatch, batch_token_stats, find_linear_head
 from minkscan.models.loading import LoadedModel
 from minkscan.scoring.aggregate import document_scores, lowest_k_means
 from minkscan.scoring.token_stats import (
@@ -108,7 +108,7 @@ def test_fused_path_never_builds_a_batch_by_tokens_by_vocab_float32_tensor(
     tiny_llama: LoadedModel,
 ) -> None:
     ids = [tuple(range(3, 3 + n)) for n in (40, 33, 25, 12)]
-    batch = PaddedBatch.from_ids(ids, 0, "right", torch.device("cpu"))
+    batch = TokenBatch.padded(ids, 0, "right", torch.device("cpu"))
     vocab = tiny_llama.model.get_output_embeddings().weight.shape[0]
     full_size = len(ids) * 40 * vocab
     with LargestFloat32Tensor() as fused_probe:

@@ -7,6 +7,7 @@ from minkscan.config import ScoringConfig
 from minkscan.models.loading import LoadedModel
 from minkscan.scorer import DocumentScorer
 from naive_reference import naive_document_scores
+from transformers import masking_utils
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -41,11 +42,38 @@ def assert_matches_reference(loaded: LoadedModel, scorer: DocumentScorer) -> Non
             assert scores[column][row] == pytest.approx(value, abs=TOLERANCE, rel=0), (row, column)
 
 
+@pytest.mark.parametrize("packing", [True, False], ids=["packed", "padded"])
 @pytest.mark.parametrize("head", ["fused", "logits"])
 def test_every_score_column_matches_the_float64_reference(
-    tiny_model: LoadedModel, head: str
+    tiny_model: LoadedModel, head: str, packing: bool
 ) -> None:
-    assert_matches_reference(tiny_model, DocumentScorer(tiny_model, scoring(head=head)))
+    scorer = DocumentScorer(tiny_model, scoring(head=head, packing=packing))
+    assert scorer.packing is packing
+    assert_matches_reference(tiny_model, scorer)
+
+
+def test_packed_rows_hold_several_documents_each(tiny_model: LoadedModel) -> None:
+    # The reference test above covers packing only if rows really hold several documents.
+    rows: list[int] = []
+    hook = tiny_model.model.register_forward_pre_hook(
+        lambda _, args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
+    try:
+        DocumentScorer(tiny_model, scoring(batch_tokens=100_000)).score_frame(TEXTS)
+    finally:
+        hook.remove()
+    assert rows[-1] < len(TEXTS)
+
+
+def test_a_model_whose_attention_ignores_packing_is_scored_padded_with_a_warning(
+    tiny_llama: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without packed-sequence support every packed document would attend to the ones before it.
+    monkeypatch.setattr(masking_utils, "find_packed_sequence_indices", lambda positions: None)
+    with pytest.warns(RuntimeWarning, match="does not keep packed documents apart"):
+        scorer = DocumentScorer(tiny_llama, scoring())
+    assert not scorer.packing
+    assert_matches_reference(tiny_llama, scorer)
 
 
 def test_model_vocabulary_is_padded_beyond_the_tokenizer(tiny_model: LoadedModel) -> None:
@@ -70,17 +98,24 @@ def test_prepend_bos_scores_the_first_text_token_too(tiny_model: LoadedModel) ->
     assert_matches_reference(tiny_model, with_bos)
 
 
-@pytest.mark.parametrize("padding_side", ["left", "right"])
+LAYOUTS = {
+    "packed": {"packing": True},
+    "padded-left": {"packing": False, "padding_side": "left"},
+    "padded-right": {"packing": False, "padding_side": "right"},
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("batch_tokens", [2, 40, 100_000])
-def test_scores_do_not_depend_on_batching_or_padding(
-    tiny_model: LoadedModel, padding_side: str, batch_tokens: int
+def test_scores_do_not_depend_on_batching_packing_or_padding(
+    tiny_model: LoadedModel, layout: str, batch_tokens: int
 ) -> None:
     alone = [
-        DocumentScorer(tiny_model, scoring()).score_frame([text]).row(0, named=True)
+        DocumentScorer(tiny_model, scoring(packing=False)).score_frame([text]).row(0, named=True)
         for text in TEXTS
     ]
     batched = DocumentScorer(
-        tiny_model, scoring(padding_side=padding_side, batch_tokens=batch_tokens)
+        tiny_model, scoring(batch_tokens=batch_tokens, **LAYOUTS[layout])
     ).score_frame(TEXTS)
     for row, expected in enumerate(alone):
         actual = batched.row(row, named=True)

@@ -32,6 +32,13 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+def _gpu_share(gpus: float) -> float:
+    """GPUs of one actor: a share of one GPU, or whole GPUs that one replica is split over."""
+    if gpus > 1 and not float(gpus).is_integer():
+        raise ValueError(f"more than one GPU per actor must be a whole number, got {gpus}")
+    return gpus
+
+
 class ModelConfig(_Section):
     """Which causal LM scores the text, and how it is placed in memory."""
 
@@ -62,9 +69,18 @@ class ScoringConfig(_Section):
     prepend_bos: bool = Field(
         False, description="Prepend BOS (if the tokenizer does not) so the first token is scored."
     )
-    batch_tokens: int = Field(8192, ge=2, description="Padded tokens per forward batch.")
-    max_batch_size: int = Field(64, ge=1)
-    padding_side: Literal["right", "left"] = "right"
+    batch_tokens: int = Field(8192, ge=2, description="Token positions per forward batch.")
+    max_batch_size: int = Field(64, ge=1, description="Rows per forward batch.")
+    packing: bool = Field(
+        True,
+        description="Pack several documents into each row, back to back with positions "
+        "restarting per document, so no compute goes to padding; checked once at start-up "
+        "against one document per row, and padding is used (with a warning) when this "
+        "model's attention does not keep packed documents apart.",
+    )
+    padding_side: Literal["right", "left"] = Field(
+        "right", description="Where rows are padded when not packing."
+    )
     head: Literal["auto", "fused", "logits", "triton"] = Field(
         "auto",
         description="'fused' computes logits chunk-wise from hidden states; 'logits' chunks the "
@@ -149,6 +165,11 @@ class BaselinesConfig(_Section):
     )
     neighbor_fraction: float = Field(0.15, gt=0, le=1, description="Share of tokens replaced.")
     neighbor_seed: int = 0
+
+    @field_validator("reference_gpus_per_actor")
+    @classmethod
+    def _whole_gpus(cls, gpus: float | None) -> float | None:
+        return None if gpus is None else _gpu_share(gpus)
 
     @field_validator("reference_model", mode="before")
     @classmethod
@@ -238,7 +259,12 @@ class RayConfig(_Section):
     )
     num_actors: int = Field(1, ge=1, description="Model replicas (minimum when autoscaling).")
     max_actors: int | None = Field(None, ge=1, description="Upper bound for autoscaling.")
-    gpus_per_actor: float = Field(0.0, ge=0)
+    gpus_per_actor: float = Field(
+        0.0,
+        ge=0,
+        description="Below 1, actors share a GPU; a whole number N > 1 splits one replica's "
+        "layers over N GPUs (models larger than one GPU).",
+    )
     cpus_per_actor: float = Field(
         1.5,
         gt=0,
@@ -261,6 +287,11 @@ class RayConfig(_Section):
     progress_seconds: float = Field(
         60.0, gt=0, description="Seconds between progress lines when output is not a terminal."
     )
+
+    @field_validator("gpus_per_actor")
+    @classmethod
+    def _whole_gpus(cls, gpus: float) -> float:
+        return _gpu_share(gpus)
 
     @model_validator(mode="after")
     def _pool_bounds(self) -> RayConfig:

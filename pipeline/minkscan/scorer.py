@@ -1,4 +1,4 @@
-"""The model stage: one loaded model scoring tokenised documents in length-bucketed batches.
+"""The model stage: one loaded model scoring tokenised documents in packed batches.
 
 `DocumentScorer` is what a Ray actor holds (one replica each) and what `score_texts`
 uses in-process; it owns batching and device placement, while the math lives in
@@ -16,13 +16,23 @@ import torch
 
 from minkscan.config import ModelConfig, ScoringConfig
 from minkscan.methods import single_pass_columns
-from minkscan.models.forward import PaddedBatch, batch_token_stats, choose_head_path
+from minkscan.models.forward import (
+    TokenBatch,
+    batch_token_stats,
+    choose_head_path,
+    packing_agrees,
+)
 from minkscan.models.loading import LoadedModel, load_model
 from minkscan.scoring.aggregate import dcpdd_score, document_scores
 from minkscan.scoring.token_stats import TokenStats
 from minkscan.scoring.windows import Window, concat_token_stats, plan_windows, select_positions
 from minkscan.text.frequencies import read_frequencies
-from minkscan.text.tokenize import EncodedDocument, encode_documents, plan_batches
+from minkscan.text.tokenize import (
+    EncodedDocument,
+    encode_documents,
+    plan_batches,
+    plan_packed_batches,
+)
 
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog near the bank of the river."
 # With scoring.token_scores: per scored token, its Min-K%++ z and character span in the text.
@@ -45,12 +55,11 @@ class DocumentScorer:
             int(i) for i in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0) if i is not None
         )
         probe = self.encode([PROBE_TEXT] * 2)
-        self.head = choose_head_path(
-            loaded.model,
-            scoring.head,
-            self.pad([probe[0].input_ids, probe[1].input_ids[:-3]]),
-            row_chunk=scoring.row_chunk,
-            vocab_chunk=scoring.vocab_chunk,
+        probe_ids = [probe[0].input_ids, probe[1].input_ids[:-3]]
+        chunks = {"row_chunk": scoring.row_chunk, "vocab_chunk": scoring.vocab_chunk}
+        self.head = choose_head_path(loaded.model, scoring.head, self.pad(probe_ids), **chunks)
+        self.packing = scoring.packing and packing_agrees(
+            loaded.model, self.head, probe_ids, self.pad_id, **chunks
         )
 
     @property
@@ -75,14 +84,18 @@ class DocumentScorer:
             spans=self.scoring.token_scores,
         )
 
-    def pad(self, sequences: Sequence[Sequence[int]]) -> PaddedBatch:
-        """Token id sequences as one padded batch on the model's device."""
-        return PaddedBatch.from_ids(
-            [tuple(ids) for ids in sequences],
-            self.pad_id,
-            self.scoring.padding_side,
-            self.loaded.device,
+    def pad(self, sequences: Sequence[Sequence[int]]) -> TokenBatch:
+        """Token id sequences as one padded batch (a row each) on the model's device."""
+        return TokenBatch.padded(
+            sequences, self.pad_id, self.scoring.padding_side, self.loaded.device
         )
+
+    def rows(self, rows: Sequence[Sequence[Sequence[int]]]) -> TokenBatch:
+        """Rows of token id sequences as one batch: packed when the model allows it (then
+        a row may hold several), else padded (a row holds one)."""
+        if self.packing:
+            return TokenBatch.packed(rows, self.loaded.device)
+        return self.pad([sequence for row in rows for sequence in row])
 
     def windows(self, n_tokens: int) -> list[Window]:
         """The forward passes over a document of ``n_tokens`` ids: sliding windows of
@@ -98,8 +111,9 @@ class DocumentScorer:
         (and `TOKEN_COLUMNS` with ``scoring.token_scores``).
 
         The windows of all documents (one per document unless it is windowed) share the
-        length-bucketed batches; each document's new predictions are stitched in text order
-        and aggregated over all its tokens. Scores are None for documents with no scored token.
+        packed (or length-bucketed) batches; each document's new predictions are stitched in
+        text order and aggregated over all its tokens. Scores are None for documents with no
+        scored token.
         """
         result: dict[str, list[Any]] = {
             "n_tokens": [doc.n_scored for doc in documents],
@@ -114,21 +128,24 @@ class DocumentScorer:
             for window in self.windows(len(documents[index].input_ids))
         ]
         piece_stats: list[TokenStats | None] = [None] * len(pieces)
-        for batch in self._plan([window.end - window.start for _, window in pieces]):
+        for rows in self._plan_rows([window.end - window.start for _, window in pieces]):
             ids = [
-                documents[index].input_ids[window.start : window.end]
-                for index, window in (pieces[j] for j in batch)
+                [
+                    documents[index].input_ids[window.start : window.end]
+                    for index, window in (pieces[j] for j in row)
+                ]
+                for row in rows
             ]
             stats = batch_token_stats(
                 self.loaded.model,
-                self.pad(ids),
+                self.rows(ids),
                 head=self.head,
                 row_chunk=self.scoring.row_chunk,
                 vocab_chunk=self.scoring.vocab_chunk,
                 compiled=self.scoring.compile_reduction,
             )
-            offset = 0  # the batch's stats hold each window's predictions in batch order
-            for j in batch:
+            offset = 0  # the batch's stats hold each window's predictions in row order
+            for j in (j for row in rows for j in row):
                 window = pieces[j][1]
                 kept = slice(offset + window.first_kept, offset + window.n_predictions)
                 piece_stats[j] = select_positions(stats, kept)
@@ -161,6 +178,16 @@ class DocumentScorer:
         if self.scoring.token_scores:
             result |= _token_columns(documents, by_document)
         return result
+
+    def _plan_rows(self, lengths: Sequence[int]) -> list[list[list[int]]]:
+        """Forward batches as rows of piece indices (one per row unless packing)."""
+        if self.packing:
+            return plan_packed_batches(
+                lengths,
+                batch_tokens=self.scoring.batch_tokens,
+                max_rows=self.scoring.max_batch_size,
+            )
+        return [[[j] for j in batch] for batch in self._plan(lengths)]
 
     def _plan(self, lengths: Sequence[int]) -> list[list[int]]:
         return plan_batches(

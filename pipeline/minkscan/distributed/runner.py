@@ -367,6 +367,7 @@ def _dataset(config: ScanConfig, plan: RunPlan) -> ray.data.Dataset:
             "threads": torch_threads(ray_config.cpus_per_actor),
             "baselines": config.baselines,
             "keep_text": keeps_text(config),
+            "gpus": int(ray_config.gpus_per_actor),
         },
     )
     reference = config.baselines.reference_model
@@ -384,6 +385,7 @@ def _dataset(config: ScanConfig, plan: RunPlan) -> ray.data.Dataset:
                 "scoring": config.scoring,
                 "threads": torch_threads(cpus),
                 "keep_text": keeps_text(config),
+                "gpus": int(gpus),
             },
         )
     return dataset.map_batches(

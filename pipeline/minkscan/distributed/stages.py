@@ -101,7 +101,7 @@ def _with_seconds(table: pa.Table, pass_key: str, started: float) -> pa.Table:
 
 
 class ScoreStage:
-    """Model actor: one replica of the target model scoring tokenised rows (length-bucketed
+    """Model actor: one replica of the target model scoring tokenised rows (packed
     batches), plus the target-model baselines Lowercase and Neighbor when enabled.
 
     Those two need nothing but the target model, so they run on this actor's replica: a
@@ -116,9 +116,10 @@ class ScoreStage:
         threads: int,
         baselines: BaselinesConfig,
         keep_text: bool = False,
+        gpus: int = 1,
     ) -> None:
         torch.set_num_threads(threads)
-        self.scorer = DocumentScorer(load_model(model), scoring)
+        self.scorer = DocumentScorer(load_model(model, gpus), scoring)
         self.baselines = baselines
         self.keep_text = keep_text
         self.masked_lm = (
@@ -184,12 +185,17 @@ class ReferenceStage:
     """
 
     def __init__(
-        self, reference: ModelConfig, scoring: ScoringConfig, threads: int, keep_text: bool = False
+        self,
+        reference: ModelConfig,
+        scoring: ScoringConfig,
+        threads: int,
+        keep_text: bool = False,
+        gpus: int = 1,
     ) -> None:
         torch.set_num_threads(threads)
         # Token scores are the target model's; the reference scores documents only.
         self.scorer = DocumentScorer(
-            load_model(reference), scoring.model_copy(update={"token_scores": False})
+            load_model(reference, gpus), scoring.model_copy(update={"token_scores": False})
         )
         self.keep_text = keep_text
 

@@ -1,4 +1,6 @@
-"""One forward pass of a causal LM over a padded batch -> TokenStats of every scored position.
+"""One forward pass of a causal LM over a batch of rows -> TokenStats of every scored position.
+
+Rows hold one document each (padded) or several back to back (packed, see `TokenBatch`).
 
 Two ways to get there, same numbers:
 
@@ -10,13 +12,15 @@ The fused path runs either the torch tile loop or, on CUDA, the Triton kernel
 (`minkscan.kernels.fused_head`); `LinearHead.kernel` says which.
 
 `choose_head_path` probes the fused path against the logits path once at start-up and
-falls back, with a warning, when they disagree (e.g. a model that rescales its logits).
+falls back, with a warning, when they disagree (e.g. a model that rescales its logits);
+`packing_agrees` does the same for packed rows against one document per row.
 """
 
 from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -58,20 +62,30 @@ def find_linear_head(model: PreTrainedModel) -> LinearHead | None:
 
 
 @dataclass(frozen=True)
-class PaddedBatch:
-    """Token ids [B, T] and attention mask [B, T] (1 = real token), on the model's device."""
+class TokenBatch:
+    """Rows of token ids [R, W] for one forward pass, on the model's device.
+
+    ``padded``: one document per row, an attention mask marking its real tokens.
+    ``packed``: several documents per row back to back, positions restarting at 0 for each
+    and no attention mask, so transformers keeps attention inside each document (its
+    packed-sequence support reads the boundaries from the position ids); no compute is
+    spent on padding between documents.
+    ``scored`` [R, W-1] marks the positions t that predict token t+1 of the same document.
+    """
 
     input_ids: torch.Tensor
-    attention_mask: torch.Tensor
+    position_ids: torch.Tensor
+    attention_mask: torch.Tensor | None
+    scored: torch.Tensor
 
     @classmethod
-    def from_ids(
+    def padded(
         cls,
-        sequences: list[tuple[int, ...]],
+        sequences: Sequence[Sequence[int]],
         pad_id: int,
         padding_side: str,
         device: torch.device,
-    ) -> PaddedBatch:
+    ) -> TokenBatch:
         width = max(len(s) for s in sequences)
         ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
         mask = torch.zeros((len(sequences), width), dtype=torch.long)
@@ -79,20 +93,43 @@ class PaddedBatch:
             span = slice(0, len(seq)) if padding_side == "right" else slice(width - len(seq), width)
             ids[row, span] = torch.tensor(seq, dtype=torch.long)
             mask[row, span] = 1
-        return cls(ids.to(device), mask.to(device))
+        # Positions count real tokens only, so left padding does not shift them.
+        positions = (mask.cumsum(dim=1) - 1).clamp_min(0)
+        scored = (mask[:, :-1] * mask[:, 1:]).bool()
+        return cls(ids.to(device), positions.to(device), mask.to(device), scored.to(device))
 
-    def scored_positions(self) -> torch.Tensor:
-        """Boolean [B, T-1]: position t predicts the real token t+1 from a real token t."""
-        return (self.attention_mask[:, :-1] * self.attention_mask[:, 1:]).bool()
+    @classmethod
+    def packed(cls, rows: Sequence[Sequence[Sequence[int]]], device: torch.device) -> TokenBatch:
+        """Each row's documents back to back; a shorter row ends in filler that repeats its
+        first token as one more document of its own, never scored (not the pad id, which
+        makes transformers warn about a missing attention mask)."""
+        width = max(sum(len(doc) for doc in row) for row in rows)
+        ids = torch.empty((len(rows), width), dtype=torch.long)
+        positions = torch.empty((len(rows), width), dtype=torch.long)
+        scored = torch.zeros((len(rows), width - 1), dtype=torch.bool)
+        for r, row in enumerate(rows):
+            start = 0
+            for doc in row:
+                end = start + len(doc)
+                ids[r, start:end] = torch.tensor(doc, dtype=torch.long)
+                positions[r, start:end] = torch.arange(len(doc))
+                scored[r, start : end - 1] = True
+                start = end
+            ids[r, start:] = row[0][0]
+            positions[r, start:] = torch.arange(width - start)
+        return cls(ids.to(device), positions.to(device), None, scored.to(device))
 
-    def position_ids(self) -> torch.Tensor:
-        """Positions counted over real tokens only, so left padding does not shift them."""
-        return (self.attention_mask.cumsum(dim=1) - 1).clamp_min(0)
+    def model_inputs(self) -> dict[str, torch.Tensor | None]:
+        return {
+            "input_ids": self.input_ids,
+            "attention_mask": self.attention_mask,
+            "position_ids": self.position_ids,
+        }
 
 
 def batch_token_stats(
     model: PreTrainedModel,
-    batch: PaddedBatch,
+    batch: TokenBatch,
     *,
     head: LinearHead | None,
     row_chunk: int,
@@ -104,16 +141,14 @@ def batch_token_stats(
     With ``head`` the fused path is used, otherwise the model's logits are reduced;
     ``compiled`` is passed on to the reduction (`token_stats`).
     """
-    scored = batch.scored_positions()
+    scored = batch.scored
     targets = batch.input_ids[:, 1:][scored]
-    inputs = {
-        "input_ids": batch.input_ids,
-        "attention_mask": batch.attention_mask,
-        "position_ids": batch.position_ids(),
-    }
+    inputs = batch.model_inputs()
     if head is not None:
         hidden = model.base_model(**inputs, use_cache=False)[0]
-        rows = hidden[:, :-1][scored]
+        # A replica split over GPUs may end on another device than its (tied) head.
+        rows = hidden[:, :-1][scored.to(hidden.device)].to(head.weight.device)
+        targets = targets.to(head.weight.device)
         if head.kernel == "triton":
             return token_stats_triton(
                 rows.to(head.weight.dtype),
@@ -135,11 +170,11 @@ def batch_token_stats(
     logits = model(**inputs, use_cache=False).logits
     batch_size, width, vocab = logits.shape
     flat = logits.view(batch_size * width, vocab)
-    row_index = scored.nonzero()
+    row_index = scored.nonzero().to(logits.device)
     flat_rows = row_index[:, 0] * width + row_index[:, 1]
     return token_stats_from_logits(
         _RowView(flat, flat_rows),
-        targets,
+        targets.to(logits.device),
         row_chunk=row_chunk,
         vocab_chunk=vocab_chunk,
         compiled=compiled,
@@ -161,7 +196,7 @@ class _RowView:
 def choose_head_path(
     model: PreTrainedModel,
     requested: str,
-    probe_batch: PaddedBatch,
+    probe_batch: TokenBatch,
     *,
     row_chunk: int,
     vocab_chunk: int,
@@ -199,9 +234,51 @@ def choose_head_path(
     return None
 
 
+def packing_agrees(
+    model: PreTrainedModel,
+    head: LinearHead | None,
+    documents: Sequence[Sequence[int]],
+    pad_id: int,
+    *,
+    row_chunk: int,
+    vocab_chunk: int,
+) -> bool:
+    """Whether ``documents`` packed into one row score as they do one per row; warns when
+    not (attention that ignores packed position ids lets each document see the previous)."""
+    kwargs = {"head": head, "row_chunk": row_chunk, "vocab_chunk": vocab_chunk}
+    device = model.get_input_embeddings().weight.device
+    alone = batch_token_stats(
+        model, TokenBatch.padded(documents, pad_id, "right", device), **kwargs
+    )
+    packed = batch_token_stats(model, TokenBatch.packed([documents], device), **kwargs)
+    gap, tolerance = _gap(packed, alone), _tolerance(model.dtype)
+    if not gap <= tolerance:
+        warnings.warn(
+            f"documents packed into one row score differently from one per row (mean gap "
+            f"{gap:.3g} > {tolerance}): this model's attention does not keep packed documents "
+            "apart; padding instead",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return False
+    return True
+
+
+def _gap(stats: TokenStats, reference: TokenStats) -> float:
+    return max(
+        (stats.target_logprob - reference.target_logprob).abs().mean().item(),
+        (stats.minkpp() - reference.minkpp()).abs().mean().item(),
+    )
+
+
+def _tolerance(dtype: torch.dtype) -> float:
+    """Mean gap allowed between two routes to the same numbers (float32 or half precision)."""
+    return 1e-3 if dtype == torch.float32 else 5e-2
+
+
 def _probe_agrees(
     model: PreTrainedModel,
-    probe_batch: PaddedBatch,
+    probe_batch: TokenBatch,
     head: LinearHead,
     reference: TokenStats,
     *,
@@ -212,11 +289,7 @@ def _probe_agrees(
     fused = batch_token_stats(
         model, probe_batch, head=head, row_chunk=row_chunk, vocab_chunk=vocab_chunk
     )
-    tolerance = 1e-3 if head.weight.dtype == torch.float32 else 5e-2
-    gap = max(
-        (fused.target_logprob - reference.target_logprob).abs().mean().item(),
-        (fused.minkpp() - reference.minkpp()).abs().mean().item(),
-    )
+    gap, tolerance = _gap(fused, reference), _tolerance(head.weight.dtype)
     if not gap <= tolerance:
         fallback = "the torch fused path" if head.kernel == "triton" else "the model's logits"
         warnings.warn(

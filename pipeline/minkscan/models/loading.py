@@ -45,7 +45,8 @@ class LoadedModel:
 
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        """Where inputs go: the input embeddings' device (the first of a split replica)."""
+        return self.model.get_input_embeddings().weight.device
 
     @property
     def dtype(self) -> torch.dtype:
@@ -167,13 +168,35 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def load_model(config: ModelConfig) -> LoadedModel:
-    """Load model + tokenizer for ``config.name`` on ``config.device`` in ``config.dtype``."""
+def placement(config: ModelConfig, gpus: int) -> str | None:
+    """transformers' ``device_map`` for one replica over ``gpus`` GPUs: None (one device,
+    moved there after loading) or 'balanced' (layers split evenly over every visible GPU,
+    which in a Ray actor are the ones Ray gave it)."""
+    if gpus <= 1:
+        return None
+    if config.device == "cpu":
+        raise UserError(
+            f"a replica over {gpus} GPUs needs model.device 'auto' or 'cuda', not 'cpu'"
+        )
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if visible < gpus:
+        raise UserError(f"one replica over {gpus} GPUs, but this process sees {visible}")
+    return "balanced"
+
+
+def load_model(config: ModelConfig, gpus: int = 1) -> LoadedModel:
+    """Load model + tokenizer for ``config.name`` on ``config.device`` in ``config.dtype``;
+    with ``gpus`` > 1, one replica split over that many GPUs (models larger than one)."""
     source: str | Path = config.name
     if config.name in BUNDLED_GGUF:
         source = cached_bundled_model(config.name, config.cache_dir)
     common = {"revision": config.revision, "trust_remote_code": config.trust_remote_code}
     tokenizer = AutoTokenizer.from_pretrained(source, **common)
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[config.dtype], **common)
-    model.to(resolve_device(config.device)).eval()
+    device_map = placement(config, gpus)
+    model = AutoModelForCausalLM.from_pretrained(
+        source, dtype=DTYPES[config.dtype], device_map=device_map, **common
+    )
+    if device_map is None:
+        model.to(resolve_device(config.device))
+    model.eval()
     return LoadedModel(name=config.name, model=model, tokenizer=tokenizer)

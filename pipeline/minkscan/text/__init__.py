@@ -1,1 +1,1 @@
-"""Tokenisation with per-document status, and length-bucketed batching."""
+"""Tokenisation with per-document status, and batch plans (packed rows or length buckets)."""

@@ -1,4 +1,4 @@
-"""Text -> token ids with a per-document status, and length-bucketed batch plans.
+"""Text -> token ids with a per-document status, and batch plans (packed rows or length buckets).
 
 Follows the Min-K%++ reference code: ``tokenizer(text)`` with the tokenizer's default
 special tokens, and every token after the first is scored. ``prepend_bos`` adds a BOS
@@ -123,4 +123,42 @@ def plan_batches(
         current.append(index)
     if current:
         batches.append(current)
+    return batches
+
+
+# Packed rows of short documents are widened to twice their longest document, up to this
+# many positions, so that documents over half a row can still share one: attention work per
+# token grows with the row's width, but at this width it stays small next to the padding
+# it saves (benchmarks/bench_packing.py measures both).
+PACKED_ROW_TOKENS = 512
+
+
+def plan_packed_batches(
+    lengths: Sequence[int], *, batch_tokens: int, max_rows: int
+) -> list[list[list[int]]]:
+    """Group indices into batches of rows, several sequences per row (first fit, longest
+    first), so that few positions of a forward pass are padding.
+
+    A batch's rows are as wide as its longest sequence -- twice that for short ones, up to
+    `PACKED_ROW_TOKENS` -- and hold at most ``batch_tokens`` positions together (at least
+    one row) in at most ``max_rows`` rows.
+    """
+    remaining = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
+    batches: list[list[list[int]]] = []
+    while remaining:
+        longest = lengths[remaining[0]]
+        width = max(longest, min(2 * longest, PACKED_ROW_TOKENS))
+        n_rows = max(1, min(max_rows, batch_tokens // width))
+        rows: list[list[int]] = [[] for _ in range(n_rows)]
+        free = [width] * n_rows
+        left: list[int] = []
+        for index in remaining:
+            row = next((r for r in range(n_rows) if lengths[index] <= free[r]), None)
+            if row is None:
+                left.append(index)
+            else:
+                rows[row].append(index)
+                free[row] -= lengths[index]
+        batches.append([row for row in rows if row])
+        remaining = left
     return batches
