@@ -161,52 +161,79 @@ def reference_loop(model: PreTrainedModel, documents: list[torch.Tensor]) -> lis
     return results
 
 
-def bench_model(name: str, args: argparse.Namespace, device: torch.device, peak: float) -> None:
+def bench_model(
+    name: str,
+    device: torch.device,
+    peak: float,
+    *,
+    batch: int,
+    tokens: int,
+    repeats: int,
+    layers: int | None = None,
+    head: str = "auto",
+) -> dict[str, float | str]:
+    """Times (a), (b), (c) on one batch x tokens batch of random ids; returns the figures."""
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     torch.manual_seed(0)
-    model = architecture(name, args.layers).to(device=device, dtype=dtype).eval()
+    model = architecture(name, layers).to(device=device, dtype=dtype).eval()
     vocab = model.config.vocab_size
-    ids = torch.randint(64, vocab, (args.batch, args.tokens), device=device)
+    ids = torch.randint(64, vocab, (batch, tokens), device=device)
     mask = torch.ones_like(ids)
-    documents = [ids[i] for i in range(args.batch)]
+    documents = [ids[i] for i in range(batch)]
     encoded = [EncodedDocument(text="", input_ids=tuple(row.tolist()), status="ok") for row in ids]
     scoring = ScoringConfig(
         k_percentages=K_PERCENTAGES,
-        max_tokens=args.tokens,
-        batch_tokens=args.batch * args.tokens,
-        max_batch_size=args.batch,
-        head=args.head,
+        max_tokens=tokens,
+        batch_tokens=batch * tokens,
+        max_batch_size=batch,
+        head=head,
     )
     scorer = DocumentScorer(LoadedModel(name, model, probe_tokenizer()), scoring)
-    kernel = "logits" if scorer.head is None else scorer.head.kernel
 
     def bare() -> None:
         with torch.inference_mode():
             model(input_ids=ids, attention_mask=mask).logits  # noqa: B018 - the work measured
 
-    n_tokens = args.batch * args.tokens
-    rows = {
-        "(a) bare forward + logits": timed(bare, device, args.repeats),
-        "(b) per-document reference": timed(
-            lambda: reference_loop(model, documents), device, args.repeats
-        ),
-        f"(c) scorer [head={kernel}]": timed(
-            lambda: scorer.score_documents(encoded), device, args.repeats
-        ),
+    a_s, a_mib = timed(bare, device, repeats)
+    b_s, b_mib = timed(lambda: reference_loop(model, documents), device, repeats)
+    c_s, c_mib = timed(lambda: scorer.score_documents(encoded), device, repeats)
+    n_tokens = batch * tokens
+    result = {
+        "model": name,
+        "layers": model.config.num_hidden_layers,
+        "vocab": vocab,
+        "dtype": str(dtype).removeprefix("torch."),
+        "batch": batch,
+        "tokens": tokens,
+        "head": scorer.head_path,
+        "tokens_per_s_a": n_tokens / a_s,
+        "tokens_per_s_b": n_tokens / b_s,
+        "tokens_per_s_c": n_tokens / c_s,
+        "peak_mem_a_mib": a_mib,
+        "peak_mem_b_mib": b_mib,
+        "peak_mem_c_mib": c_mib,
+        "c_over_a": c_s / a_s,
+        "b_over_c": b_s / c_s,
+        "mfu_c": flops_per_token(model, tokens) * n_tokens / c_s / peak,
     }
-    layers = model.config.num_hidden_layers
+    return result
+
+
+def print_result(result: dict[str, float | str], device: torch.device) -> None:
     print(
-        f"\n## {name}: {layers} layers, vocab {vocab}, {dtype}, batch {args.batch} x "
-        f"{args.tokens} tokens, device {device}"
+        f"\n## {result['model']}: {result['layers']} layers, vocab {result['vocab']}, "
+        f"{result['dtype']}, batch {result['batch']} x {result['tokens']} tokens, device {device}"
     )
     print(f"{'variant':<36} {'tokens/s':>12} {'peak MiB':>10}")
-    for label, (seconds, mib) in rows.items():
-        print(f"{label:<36} {n_tokens / seconds:>12.1f} {mib:>10.1f}")
-    (a_s, _), (b_s, _), (c_s, _) = rows.values()
-    mfu = flops_per_token(model, args.tokens) * n_tokens / c_s / peak
-    print(f"(c)/(a) time = {c_s / a_s:.3f}  (target <= 1.0)")
-    print(f"(b)/(c) time = {b_s / c_s:.1f}x  (target >= 20x)")
-    print(f"MFU of (c)   = {100 * mfu:.1f}% of the measured matmul peak  (target >= 40% at 1B)")
+    labels = {"a": "(a) bare forward + logits", "b": "(b) per-document reference"}
+    labels["c"] = f"(c) scorer [head={result['head']}]"
+    for key, label in labels.items():
+        speed, memory = result[f"tokens_per_s_{key}"], result[f"peak_mem_{key}_mib"]
+        print(f"{label:<36} {speed:>12.1f} {memory:>10.1f}")
+    print(f"(c)/(a) time = {result['c_over_a']:.3f}  (target <= 1.0)")
+    print(f"(b)/(c) time = {result['b_over_c']:.1f}x  (target >= 20x)")
+    mfu = 100 * result["mfu_c"]
+    print(f"MFU of (c)   = {mfu:.1f}% of the measured matmul peak  (target >= 40% at 1B)")
 
 
 def main() -> None:
@@ -238,7 +265,17 @@ def main() -> None:
     peak = matmul_peak_flops(device, dtype)
     print(f"measured {dtype} matmul peak: {peak / 1e12:.2f} TFLOP/s")
     for name in args.models:
-        bench_model(name, args, device, peak)
+        result = bench_model(
+            name,
+            device,
+            peak,
+            batch=args.batch,
+            tokens=args.tokens,
+            repeats=args.repeats,
+            layers=args.layers,
+            head=args.head,
+        )
+        print_result(result, device)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """Padding in forward batches, and what packing several documents per row gains.
 
-For two length mixes -- WikiMIA-like (the WikiMIA-24 texts in ../shared/data, tokenised by
-the model's tokenizer) and long-tailed (log-normal lengths, median 400 tokens, capped at
-``max_tokens``, random token ids) -- prints, per block of ``--block-rows`` documents (what a
-scoring actor receives in one call):
+For two length mixes of random token ids -- WikiMIA-like (smollm2's token lengths of the
+WikiMIA-24 texts, `data/wikimia24_lengths.json`) and long-tailed (log-normal lengths, median
+400 tokens, capped at ``max_tokens``) -- prints, per block of ``--block-rows`` documents (what
+a scoring actor receives in one call):
 
 * the share of forward-pass positions that are padding, with length-bucketed padded rows
   (one document per row) and with packed rows (`minkscan.text.tokenize.plan_packed_batches`);
@@ -18,19 +18,20 @@ scoring actor receives in one call):
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 import torch
 from minkscan.config import ModelConfig, ScoringConfig
-from minkscan.models.loading import load_model
+from minkscan.models.loading import LoadedModel, load_model
 from minkscan.scorer import DocumentScorer
 from minkscan.text.tokenize import EncodedDocument, plan_batches, plan_packed_batches
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "wikimia24"
+LENGTHS = Path(__file__).resolve().parent / "data" / "wikimia24_lengths.json"
 
 
 def padding_share(batches: list[list[list[int]]], lengths: list[int]) -> float:
@@ -42,20 +43,22 @@ def padding_share(batches: list[list[list[int]]], lengths: list[int]) -> float:
     return 1 - real / positions
 
 
-def mixes(scorer: DocumentScorer, n_docs: int, seed: int) -> dict[str, list[EncodedDocument]]:
+def mixes(vocab: int, n_docs: int, cap: int, seed: int) -> dict[str, list[EncodedDocument]]:
+    """Random token ids (the model's cost does not depend on them) in two length mixes:
+    WikiMIA-like (smollm2's token lengths of the WikiMIA-24 texts, resampled) and
+    long-tailed (log-normal, median 400, capped at ``cap``)."""
     rng = np.random.default_rng(seed)
-    texts = [
-        text for path in sorted(DATA.glob("*.parquet")) for text in pl.read_parquet(path)["text"]
-    ]
-    wikimia = [texts[i] for i in rng.permutation(len(texts))[:n_docs]]
-    vocab = len(scorer.loaded.tokenizer)
-    cap = scorer.scoring.max_tokens
-    lengths = np.clip(rng.lognormal(np.log(400), 1.2, n_docs).astype(int), 8, cap)
-    long_tailed = [
-        EncodedDocument("", tuple(int(t) for t in rng.integers(64, vocab, n)), "ok")
-        for n in lengths
-    ]
-    return {"WikiMIA-like": scorer.encode(wikimia), "long-tailed": long_tailed}
+    wikimia = np.array(json.loads(LENGTHS.read_text())["lengths"])
+    lengths = {
+        "WikiMIA-like": np.minimum(rng.choice(wikimia, n_docs), cap),
+        "long-tailed": np.clip(rng.lognormal(np.log(400), 1.2, n_docs).astype(int), 8, cap),
+    }
+    return {
+        name: [
+            EncodedDocument("", tuple(int(t) for t in rng.integers(64, vocab, n)), "ok") for n in ns
+        ]
+        for name, ns in lengths.items()
+    }
 
 
 def shares(
@@ -99,6 +102,64 @@ def tokens_per_second(
     return {packing: n_scored / statistics.median(t) for packing, t in times.items()}
 
 
+def compare(
+    loaded: LoadedModel,
+    *,
+    docs: int,
+    block_rows: int,
+    repeats: int,
+    max_tokens: int,
+    names: Sequence[str] = ("WikiMIA-like", "long-tailed"),
+) -> list[dict[str, object]]:
+    """Per mix: padding shares over all blocks and tokens/s on the first, packing off and on."""
+    scorers = {
+        packing: DocumentScorer(loaded, ScoringConfig(max_tokens=max_tokens, packing=packing))
+        for packing in (False, True)
+    }
+    if not scorers[True].packing:
+        raise RuntimeError("this model's attention does not keep packed documents apart")
+    scoring = scorers[True].scoring
+    vocab = loaded.model.get_input_embeddings().weight.shape[0]
+    rows = []
+    for name, documents in mixes(vocab, docs, max_tokens, seed=0).items():
+        if name not in names:
+            continue
+        bucketed, packed = shares(documents, scoring, block_rows)
+        speed = tokens_per_second(scorers, documents[:block_rows], repeats)
+        rows.append(
+            {
+                "mix": name,
+                "documents": len(documents),
+                "median_tokens": int(np.median([len(doc.input_ids) for doc in documents])),
+                "block_rows": block_rows,
+                "padding_buckets": bucketed,
+                "padding_packed": packed,
+                "tokens_per_s_buckets": speed[False],
+                "tokens_per_s_packed": speed[True],
+                "speed_up": speed[True] / speed[False],
+            }
+        )
+        print(table(rows[-1:])[-1], flush=True)
+    return rows
+
+
+def table(rows: Sequence[dict[str, object]]) -> list[str]:
+    """Markdown lines of `compare`'s rows."""
+    lines = [
+        "| mix | documents | median tokens | block rows | padding, buckets | padding, packed "
+        "| tokens/s, buckets | tokens/s, packed | speed-up |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['mix']} | {r['documents']} | {r['median_tokens']} | {r['block_rows']} | "
+            f"{100 * r['padding_buckets']:.1f}% | {100 * r['padding_packed']:.1f}% | "
+            f"{r['tokens_per_s_buckets']:.0f} | {r['tokens_per_s_packed']:.0f} | "
+            f"{r['speed_up']:.2f}x |"
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2-135m")
@@ -109,42 +170,22 @@ def main() -> None:
     parser.add_argument("--mixes", nargs="+", default=["WikiMIA-like", "long-tailed"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=2048)
-    parser.add_argument("--out", type=Path, help="also write the table (markdown) here")
     args = parser.parse_args()
-
     torch.manual_seed(0)
     loaded = load_model(ModelConfig(name=args.model, dtype=args.dtype, device=args.device))
-    scorers = {
-        packing: DocumentScorer(loaded, ScoringConfig(max_tokens=args.max_tokens, packing=packing))
-        for packing in (False, True)
-    }
-    assert scorers[True].packing, "this model's attention does not keep packed documents apart"
-    scoring = scorers[True].scoring
-    lines = [
+    print(
         f"model {args.model} ({args.dtype}, {loaded.device}), torch {torch.__version__}; "
-        f"batch_tokens {scoring.batch_tokens}, max_batch_size {scoring.max_batch_size}, "
-        f"blocks of {args.block_rows} documents; speed: the first block of each mix, median "
-        f"of {args.repeats}",
-        "",
-        "| mix | documents | median tokens | padding, buckets | padding, packed "
-        "| tokens/s, buckets | tokens/s, packed | speed-up |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for name, documents in mixes(scorers[True], args.docs, seed=0).items():
-        if name not in args.mixes:
-            continue
-        bucketed, packed = shares(documents, scoring, args.block_rows)
-        speed = tokens_per_second(scorers, documents[: args.block_rows], args.repeats)
-        median = int(np.median([len(doc.input_ids) for doc in documents]))
-        lines.append(
-            f"| {name} | {len(documents)} | {median} | {100 * bucketed:.1f}% | "
-            f"{100 * packed:.1f}% | {speed[False]:.0f} | {speed[True]:.0f} | "
-            f"{speed[True] / speed[False]:.2f}x |"
-        )
-        print(lines[-1], flush=True)
-    print("\n".join(lines))
-    if args.out:
-        args.out.write_text("\n".join(lines) + "\n")
+        f"blocks of {args.block_rows} documents; speed: the first block, median of {args.repeats}"
+    )
+    rows = compare(
+        loaded,
+        docs=args.docs,
+        block_rows=args.block_rows,
+        repeats=args.repeats,
+        max_tokens=args.max_tokens,
+        names=args.mixes,
+    )
+    print("\n".join(table(rows)))
 
 
 if __name__ == "__main__":
