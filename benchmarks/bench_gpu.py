@@ -61,6 +61,19 @@ def architecture(name: str, layers: int | None) -> PreTrainedModel:
             rope_theta=500000.0,
         )
         return LlamaForCausalLM(config)
+    if name == "smollm2-135m":  # HuggingFaceTB/SmolLM2-135M shapes (the bundled model's)
+        config = LlamaConfig(
+            vocab_size=49152,
+            hidden_size=576,
+            intermediate_size=1536,
+            num_hidden_layers=layers or 30,
+            num_attention_heads=9,
+            num_key_value_heads=3,
+            max_position_embeddings=8192,
+            tie_word_embeddings=True,
+            rope_theta=100000.0,
+        )
+        return LlamaForCausalLM(config)
     if name == "gemma3-270m":  # google/gemma-3-270m shapes
         config = Gemma3TextConfig(
             vocab_size=262144,

@@ -13,8 +13,8 @@ wheels travel with the working tree where the machine lacks them). Parts:
    model of smollm2-135m's architecture: per-document |delta| of every column;
 3. speed -- `bench_gpu.bench_model` for llama-1b and gemma3-270m at 128, 512 and 2,048
    tokens ((a) bare forward, (b) per-document reference, (c) scorer; MFU against the bf16
-   matmul peak measured in the same run), and (c) with the torch fused head for comparison
-   with the Triton kernel;
+   matmul peak measured in the same run); (c) with head auto, and forced to the torch fused
+   path and to the Triton kernel, to check that auto kept the faster;
 4. packing -- `bench_packing` padding shares and tokens/s, packing off and on.
 
     bash benchmarks/gpu_wheels.sh        # here, once: the wheels the GPU machine lacks (.whl/)
@@ -45,7 +45,6 @@ from minkscan.models.loading import LoadedModel
 from minkscan.scorer import DocumentScorer
 from minkscan.scoring.token_stats import TokenStats, token_stats_from_hidden
 from minkscan.text.tokenize import EncodedDocument
-from transformers import LlamaConfig, LlamaForCausalLM
 
 FIELDS = ("target_logprob", "mean_logprob", "std_logprob", "top1_logprob")
 TOLERANCE = {"float32": 1e-4, "bfloat16": 2**-7}
@@ -124,26 +123,10 @@ def correctness(device: torch.device, smoke: bool) -> list[dict[str, object]]:
     return results
 
 
-def smollm2_architecture(layers: int | None) -> LlamaForCausalLM:
-    """Random weights in SmolLM2-135M's shapes."""
-    config = LlamaConfig(
-        vocab_size=49_152,
-        hidden_size=576,
-        intermediate_size=1_536,
-        num_hidden_layers=layers or 30,
-        num_attention_heads=9,
-        num_key_value_heads=3,
-        tie_word_embeddings=True,
-        rope_theta=100_000.0,
-        max_position_embeddings=8_192,
-    )
-    return LlamaForCausalLM(config).eval()
-
-
 def cuda_vs_cpu(device: torch.device, smoke: bool) -> dict[str, dict[str, float]]:
     """Per column: max and median per-document |scores on device in bf16 - CPU fp32|."""
     torch.manual_seed(0)
-    model = smollm2_architecture(2 if smoke else None)
+    model = bench_gpu.architecture("smollm2-135m", 2 if smoke else None).eval()
     generator = torch.Generator().manual_seed(1)
     documents = [
         EncodedDocument(
@@ -173,7 +156,7 @@ def speed(device: torch.device, smoke: bool) -> list[dict[str, object]]:
     peak = bench_gpu.matmul_peak_flops(device, dtype)
     lengths = (32, 64) if smoke else (128, 512, 2048)
     budget = 512 if smoke else 16_384
-    heads = ["auto"] + (["fused"] if triton_usable(device) else [])
+    heads = ["auto"] + (["fused", "triton"] if triton_usable(device) else [])
     results = []
     for name in ("llama-1b", "gemma3-270m"):
         for tokens in lengths:

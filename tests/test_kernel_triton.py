@@ -8,10 +8,14 @@ import torch
 
 pytest.importorskip("triton", reason="triton not installed (pip install -e '.[test]')")
 
+import time  # noqa: E402
+
 import minkscan.models.forward as forward  # noqa: E402
+import minkscan.models.probes as probes  # noqa: E402
 from conftest import build_tiny_model  # noqa: E402
 from minkscan.kernels.fused_head import token_stats_triton  # noqa: E402
-from minkscan.models.forward import TokenBatch, batch_token_stats, choose_head_path  # noqa: E402
+from minkscan.models.forward import TokenBatch, batch_token_stats  # noqa: E402
+from minkscan.models.probes import choose_head_path  # noqa: E402
 from minkscan.scoring.token_stats import TokenStats, token_stats_from_hidden  # noqa: E402
 
 BLOCKS = {"block_n": 16, "block_v": 128, "block_h": 16}
@@ -98,9 +102,20 @@ def test_triton_head_requested_without_cuda_is_a_clear_error():
         choose_head_path(model, "triton", probe_batch(), **CHUNKS)
 
 
+def slowed(function, seconds: float = 0.2):
+    """``function`` taking ``seconds`` longer per call."""
+
+    def slow(*args, **kwargs):
+        time.sleep(seconds)
+        return function(*args, **kwargs)
+
+    return slow
+
+
 @pytest.mark.parametrize("kind", ["llama", "gemma3"])
-def test_auto_head_picks_triton_when_usable_and_it_matches_the_logits_path(kind, monkeypatch):
-    monkeypatch.setattr(forward, "triton_usable", lambda device: True)
+def test_auto_head_picks_triton_when_it_matches_the_logits_path_and_is_faster(kind, monkeypatch):
+    monkeypatch.setattr(probes, "triton_usable", lambda device: True)
+    monkeypatch.setattr(forward, "token_stats_from_hidden", slowed(token_stats_from_hidden))
     model = build_tiny_model(kind).model
     batch = probe_batch()
     head = choose_head_path(model, "auto", batch, **CHUNKS)
@@ -111,6 +126,14 @@ def test_auto_head_picks_triton_when_usable_and_it_matches_the_logits_path(kind,
     assert max_gap(kernel, logits) < 1e-4
 
 
+def test_auto_head_keeps_the_torch_fused_path_when_triton_matches_but_is_slower(monkeypatch):
+    monkeypatch.setattr(probes, "triton_usable", lambda device: True)
+    monkeypatch.setattr(forward, "token_stats_triton", slowed(token_stats_triton))
+    model = build_tiny_model("llama").model
+    head = choose_head_path(model, "auto", probe_batch(), **CHUNKS)
+    assert head is not None and head.kernel == "torch"
+
+
 def test_auto_head_warns_and_falls_back_to_torch_fused_when_triton_disagrees(monkeypatch):
     def wrong_kernel(hidden, weight, targets, **options):
         stats = token_stats_from_hidden(hidden, weight, targets)
@@ -118,7 +141,7 @@ def test_auto_head_warns_and_falls_back_to_torch_fused_when_triton_disagrees(mon
             stats.target_logprob + 1.0, stats.mean_logprob, stats.std_logprob, stats.top1_logprob
         )
 
-    monkeypatch.setattr(forward, "triton_usable", lambda device: True)
+    monkeypatch.setattr(probes, "triton_usable", lambda device: True)
     monkeypatch.setattr(forward, "token_stats_triton", wrong_kernel)
     model = build_tiny_model("llama").model
     with pytest.warns(RuntimeWarning, match="falling back to the torch fused path"):

@@ -85,6 +85,22 @@ def test_auto_head_uses_the_fused_path_for_plain_linear_heads(tiny_model: Loaded
     assert DocumentScorer(tiny_model, scoring()).head_path == "fused"
 
 
+def test_a_head_that_rescales_its_logits_is_scored_from_the_models_own_logits(
+    tiny_llama: LoadedModel,
+) -> None:
+    # The fused path reads the head's weight; a model that rescales the head's output (a logit
+    # scale) must be caught by the start-up probe, or every score would be silently wrong.
+    head = tiny_llama.model.get_output_embeddings()
+    hook = head.register_forward_hook(lambda module, inputs, logits: logits * 2.0)
+    try:
+        with pytest.warns(RuntimeWarning, match="falling back to the model's logits"):
+            scorer = DocumentScorer(tiny_llama, scoring())
+        assert scorer.head_path == "logits"
+        assert_matches_reference(tiny_llama, scorer)
+    finally:
+        hook.remove()
+
+
 def test_prepend_bos_scores_the_first_text_token_too(tiny_model: LoadedModel) -> None:
     plain = DocumentScorer(tiny_model, scoring())
     with_bos = DocumentScorer(tiny_model, scoring(prepend_bos=True))

@@ -84,8 +84,9 @@ class ScoringConfig(_Section):
     head: Literal["auto", "fused", "logits", "triton"] = Field(
         "auto",
         description="'fused' computes logits chunk-wise from hidden states; 'logits' chunks the "
-        "model's own logits; 'triton' runs the fused Triton kernel (CUDA only); 'auto' probes "
-        "the Triton kernel on CUDA, else the fused path, and falls back if it disagrees.",
+        "model's own logits; 'triton' runs the fused Triton kernel (CUDA only); 'auto' keeps "
+        "the fused paths that match the model's logits at start-up (Triton on CUDA, torch) "
+        "and, of two, the faster; else 'logits'.",
     )
     # Tall, narrow tiles keep each [rows x vocab] tile cache-resident during the reduction;
     # measured by benchmarks/bench_scoring.py.

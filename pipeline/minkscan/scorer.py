@@ -16,13 +16,9 @@ import torch
 
 from minkscan.config import ModelConfig, ScoringConfig
 from minkscan.methods import single_pass_columns
-from minkscan.models.forward import (
-    TokenBatch,
-    batch_token_stats,
-    choose_head_path,
-    packing_agrees,
-)
+from minkscan.models.forward import TokenBatch, batch_token_stats
 from minkscan.models.loading import LoadedModel, load_model
+from minkscan.models.probes import choose_head_path, packing_agrees
 from minkscan.scoring.aggregate import dcpdd_score, document_scores
 from minkscan.scoring.token_stats import TokenStats
 from minkscan.scoring.windows import Window, concat_token_stats, plan_windows, select_positions

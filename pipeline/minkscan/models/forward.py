@@ -9,34 +9,25 @@ Two ways to get there, same numbers:
 * logits: run the whole model and reduce its logits tile by tile (any head, any model).
 
 The fused path runs either the torch tile loop or, on CUDA, the Triton kernel
-(`minkscan.kernels.fused_head`); `LinearHead.kernel` says which.
-
-`choose_head_path` probes the fused path against the logits path once at start-up and
-falls back, with a warning, when they disagree (e.g. a model that rescales its logits);
-`packing_agrees` does the same for packed rows against one document per row.
+(`minkscan.kernels.fused_head`); `LinearHead.kernel` says which. Which path a model gets,
+and whether its rows may be packed, is decided once at start-up by `minkscan.models.probes`.
 """
 
 from __future__ import annotations
 
-import logging
-import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
 from transformers import PreTrainedModel
 
-from minkscan.kernels.fused_head import token_stats_triton, triton_usable
+from minkscan.kernels.fused_head import token_stats_triton
 from minkscan.scoring.token_stats import (
     TokenStats,
     token_stats_from_hidden,
     token_stats_from_logits,
 )
-
-logger = logging.getLogger(__name__)
-
-HeadPath = Literal["fused", "logits", "triton"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +50,34 @@ def find_linear_head(model: PreTrainedModel) -> LinearHead | None:
     text_config = getattr(config, "text_config", None) or config
     softcap = getattr(text_config, "final_logit_softcapping", None)
     return LinearHead(weight=head.weight, bias=head.bias, softcap=softcap)
+
+
+def head_token_stats(
+    head: LinearHead,
+    rows: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    row_chunk: int,
+    vocab_chunk: int,
+    compiled: bool = False,
+) -> TokenStats:
+    """TokenStats of final hidden ``rows`` [N, H] under ``head``, by the reduction its
+    ``kernel`` names (the Triton kernel, or the torch tile loop)."""
+    rows, targets = rows.to(head.weight.device), targets.to(head.weight.device)
+    if head.kernel == "triton":
+        return token_stats_triton(
+            rows.to(head.weight.dtype), head.weight, targets, bias=head.bias, softcap=head.softcap
+        )
+    return token_stats_from_hidden(
+        rows,
+        head.weight,
+        targets,
+        bias=head.bias,
+        softcap=head.softcap,
+        row_chunk=row_chunk,
+        vocab_chunk=vocab_chunk,
+        compiled=compiled,
+    )
 
 
 @dataclass(frozen=True)
@@ -147,25 +166,9 @@ def batch_token_stats(
     if head is not None:
         hidden = model.base_model(**inputs, use_cache=False)[0]
         # A replica split over GPUs may end on another device than its (tied) head.
-        rows = hidden[:, :-1][scored.to(hidden.device)].to(head.weight.device)
-        targets = targets.to(head.weight.device)
-        if head.kernel == "triton":
-            return token_stats_triton(
-                rows.to(head.weight.dtype),
-                head.weight,
-                targets,
-                bias=head.bias,
-                softcap=head.softcap,
-            )
-        return token_stats_from_hidden(
-            rows,
-            head.weight,
-            targets,
-            bias=head.bias,
-            softcap=head.softcap,
-            row_chunk=row_chunk,
-            vocab_chunk=vocab_chunk,
-            compiled=compiled,
+        rows = hidden[:, :-1][scored.to(hidden.device)]
+        return head_token_stats(
+            head, rows, targets, row_chunk=row_chunk, vocab_chunk=vocab_chunk, compiled=compiled
         )
     logits = model(**inputs, use_cache=False).logits
     batch_size, width, vocab = logits.shape
@@ -191,112 +194,3 @@ class _RowView:
     def __getitem__(self, index: tuple[slice, slice]) -> torch.Tensor:
         row_slice, column_slice = index
         return self.matrix[self.rows[row_slice], column_slice]
-
-
-def choose_head_path(
-    model: PreTrainedModel,
-    requested: str,
-    probe_batch: TokenBatch,
-    *,
-    row_chunk: int,
-    vocab_chunk: int,
-) -> LinearHead | None:
-    """Return the LinearHead to use for the fused path, or None for the logits path.
-
-    'auto' uses the fused path only if it exists and matches the logits path on
-    ``probe_batch``, preferring the Triton kernel on CUDA; 'fused' and 'triton' insist on
-    theirs; 'logits' never uses it.
-    """
-    if requested == "logits":
-        return None
-    head = find_linear_head(model)
-    if requested == "triton" and not triton_usable(head.weight.device if head else model.device):
-        raise ValueError("scoring.head='triton' needs a CUDA model and the triton package")
-    if head is None:
-        if requested in ("fused", "triton"):
-            raise ValueError(
-                f"scoring.head='{requested}' but the model's head is not a plain linear layer"
-            )
-        logger.info("model head is not a plain linear layer; reducing the model's logits")
-        return None
-    if requested == "fused":
-        return head
-    if requested == "triton":
-        return replace(head, kernel="triton")
-    kwargs = {"row_chunk": row_chunk, "vocab_chunk": vocab_chunk}
-    reference = batch_token_stats(model, probe_batch, head=None, **kwargs)
-    if triton_usable(head.weight.device):
-        kernel_head = replace(head, kernel="triton")
-        if _probe_agrees(model, probe_batch, kernel_head, reference, **kwargs):
-            return kernel_head
-    if _probe_agrees(model, probe_batch, head, reference, **kwargs):
-        return head
-    return None
-
-
-def packing_agrees(
-    model: PreTrainedModel,
-    head: LinearHead | None,
-    documents: Sequence[Sequence[int]],
-    pad_id: int,
-    *,
-    row_chunk: int,
-    vocab_chunk: int,
-) -> bool:
-    """Whether ``documents`` packed into one row score as they do one per row; warns when
-    not (attention that ignores packed position ids lets each document see the previous)."""
-    kwargs = {"head": head, "row_chunk": row_chunk, "vocab_chunk": vocab_chunk}
-    device = model.get_input_embeddings().weight.device
-    alone = batch_token_stats(
-        model, TokenBatch.padded(documents, pad_id, "right", device), **kwargs
-    )
-    packed = batch_token_stats(model, TokenBatch.packed([documents], device), **kwargs)
-    gap, tolerance = _gap(packed, alone), _tolerance(model.dtype)
-    if not gap <= tolerance:
-        warnings.warn(
-            f"documents packed into one row score differently from one per row (mean gap "
-            f"{gap:.3g} > {tolerance}): this model's attention does not keep packed documents "
-            "apart; padding instead",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        return False
-    return True
-
-
-def _gap(stats: TokenStats, reference: TokenStats) -> float:
-    return max(
-        (stats.target_logprob - reference.target_logprob).abs().mean().item(),
-        (stats.minkpp() - reference.minkpp()).abs().mean().item(),
-    )
-
-
-def _tolerance(dtype: torch.dtype) -> float:
-    """Mean gap allowed between two routes to the same numbers (float32 or half precision)."""
-    return 1e-3 if dtype == torch.float32 else 5e-2
-
-
-def _probe_agrees(
-    model: PreTrainedModel,
-    probe_batch: TokenBatch,
-    head: LinearHead,
-    reference: TokenStats,
-    *,
-    row_chunk: int,
-    vocab_chunk: int,
-) -> bool:
-    """Whether ``head``'s path matches the logits-path ``reference``; warns when it does not."""
-    fused = batch_token_stats(
-        model, probe_batch, head=head, row_chunk=row_chunk, vocab_chunk=vocab_chunk
-    )
-    gap, tolerance = _gap(fused, reference), _tolerance(head.weight.dtype)
-    if not gap <= tolerance:
-        fallback = "the torch fused path" if head.kernel == "triton" else "the model's logits"
-        warnings.warn(
-            f"fused head ({head.kernel}) disagrees with the model's own logits (mean gap "
-            f"{gap:.3g} > {tolerance}); falling back to {fallback}",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        return False
-    return True
