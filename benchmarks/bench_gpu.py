@@ -7,8 +7,9 @@ B x T batch of random token ids:
   (a) bare       Hugging Face forward pass returning logits, nothing else (the floor);
   (b) reference  per-document loop in the style of the paper's code: one document at a time,
                  full float32 log-softmax, sigma from E[x^2] - mu^2, a sort per k;
-  (c) scorer     `DocumentScorer` (length-bucketed batches by token budget, inference_mode,
-                 head path chosen by the start-up probe: Triton kernel on CUDA).
+  (c) scorer     `DocumentScorer` (packed batches by token budget, inference_mode, head
+                 path chosen by the start-up probes: on CUDA the faster of the Triton kernel
+                 and the torch tiles).
 
 Prints tokens/s and peak memory of each, the ratios (c)/(a) time (target <= 1.0) and
 (b)/(c) time (target >= 20), and MFU of (c) against the bf16 peak of a large matmul timed in
@@ -46,48 +47,62 @@ from transformers import (
 K_PERCENTAGES = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
 
 
+# The published shapes of each architecture timed here: (model class, config class, config).
+ARCHITECTURES = {
+    "llama-1b": (  # meta-llama/Llama-3.2-1B
+        LlamaForCausalLM,
+        LlamaConfig,
+        {
+            "vocab_size": 128256,
+            "hidden_size": 2048,
+            "intermediate_size": 8192,
+            "num_hidden_layers": 16,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 8192,
+            "tie_word_embeddings": True,
+            "rope_theta": 500000.0,
+        },
+    ),
+    "smollm2-135m": (  # HuggingFaceTB/SmolLM2-135M (the bundled model's shapes)
+        LlamaForCausalLM,
+        LlamaConfig,
+        {
+            "vocab_size": 49152,
+            "hidden_size": 576,
+            "intermediate_size": 1536,
+            "num_hidden_layers": 30,
+            "num_attention_heads": 9,
+            "num_key_value_heads": 3,
+            "max_position_embeddings": 8192,
+            "tie_word_embeddings": True,
+            "rope_theta": 100000.0,
+        },
+    ),
+    "gemma3-270m": (  # google/gemma-3-270m
+        Gemma3ForCausalLM,
+        Gemma3TextConfig,
+        {
+            "vocab_size": 262144,
+            "hidden_size": 640,
+            "intermediate_size": 2048,
+            "num_hidden_layers": 18,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 1,
+            "head_dim": 256,
+            "max_position_embeddings": 32768,
+            "sliding_window": 512,
+        },
+    ),
+}
+
+
 def architecture(name: str, layers: int | None) -> PreTrainedModel:
     """A randomly initialised model of the named architecture (optionally fewer layers)."""
-    if name == "llama-1b":  # meta-llama/Llama-3.2-1B shapes
-        config = LlamaConfig(
-            vocab_size=128256,
-            hidden_size=2048,
-            intermediate_size=8192,
-            num_hidden_layers=layers or 16,
-            num_attention_heads=32,
-            num_key_value_heads=8,
-            max_position_embeddings=8192,
-            tie_word_embeddings=True,
-            rope_theta=500000.0,
-        )
-        return LlamaForCausalLM(config)
-    if name == "smollm2-135m":  # HuggingFaceTB/SmolLM2-135M shapes (the bundled model's)
-        config = LlamaConfig(
-            vocab_size=49152,
-            hidden_size=576,
-            intermediate_size=1536,
-            num_hidden_layers=layers or 30,
-            num_attention_heads=9,
-            num_key_value_heads=3,
-            max_position_embeddings=8192,
-            tie_word_embeddings=True,
-            rope_theta=100000.0,
-        )
-        return LlamaForCausalLM(config)
-    if name == "gemma3-270m":  # google/gemma-3-270m shapes
-        config = Gemma3TextConfig(
-            vocab_size=262144,
-            hidden_size=640,
-            intermediate_size=2048,
-            num_hidden_layers=layers or 18,
-            num_attention_heads=4,
-            num_key_value_heads=1,
-            head_dim=256,
-            max_position_embeddings=32768,
-            sliding_window=512,
-        )
-        return Gemma3ForCausalLM(config)
-    raise ValueError(f"unknown architecture {name!r}")
+    if name not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {name!r}; known: {', '.join(ARCHITECTURES)}")
+    model_class, config_class, shapes = ARCHITECTURES[name]
+    return model_class(config_class(**shapes | ({"num_hidden_layers": layers} if layers else {})))
 
 
 def probe_tokenizer() -> PreTrainedTokenizerFast:
@@ -174,7 +189,17 @@ def reference_loop(model: PreTrainedModel, documents: list[torch.Tensor]) -> lis
     return results
 
 
+def build(name: str, layers: int | None, device: torch.device) -> PreTrainedModel:
+    """The named architecture, initialised on ``device`` (fast on a GPU) from seed 0, in the
+    dtype timed there (bf16 on CUDA, else float32), in eval mode."""
+    torch.manual_seed(0)
+    with device:
+        model = architecture(name, layers)
+    return model.to(dtype=torch.bfloat16 if device.type == "cuda" else torch.float32).eval()
+
+
 def bench_model(
+    model: PreTrainedModel,
     name: str,
     device: torch.device,
     peak: float,
@@ -182,13 +207,10 @@ def bench_model(
     batch: int,
     tokens: int,
     repeats: int,
-    layers: int | None = None,
     head: str = "auto",
 ) -> dict[str, float | str]:
-    """Times (a), (b), (c) on one batch x tokens batch of random ids; returns the figures."""
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    torch.manual_seed(0)
-    model = architecture(name, layers).to(device=device, dtype=dtype).eval()
+    """Times (a), (b), (c) of ``model`` (see `build`) on one batch x tokens batch of random
+    ids; returns the figures."""
     vocab = model.config.vocab_size
     ids = torch.randint(64, vocab, (batch, tokens), device=device)
     mask = torch.ones_like(ids)
@@ -211,11 +233,11 @@ def bench_model(
     b_s, b_mib = timed(lambda: reference_loop(model, documents), device, repeats)
     c_s, c_mib = timed(lambda: scorer.score_documents(encoded), device, repeats)
     n_tokens = batch * tokens
-    result = {
+    return {
         "model": name,
         "layers": model.config.num_hidden_layers,
         "vocab": vocab,
-        "dtype": str(dtype).removeprefix("torch."),
+        "dtype": str(model.dtype).removeprefix("torch."),
         "batch": batch,
         "tokens": tokens,
         "head": scorer.head_path,
@@ -229,7 +251,6 @@ def bench_model(
         "b_over_c": b_s / c_s,
         "mfu_c": flops_per_token(model, tokens) * n_tokens / c_s / peak,
     }
-    return result
 
 
 def print_result(result: dict[str, float | str], device: torch.device) -> None:
@@ -251,7 +272,9 @@ def print_result(result: dict[str, float | str], device: torch.device) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="+", default=["llama-1b", "gemma3-270m"])
+    parser.add_argument(
+        "--models", nargs="+", default=["llama-1b", "gemma3-270m"], choices=ARCHITECTURES
+    )
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--tokens", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=3)
@@ -279,13 +302,13 @@ def main() -> None:
     print(f"measured {dtype} matmul peak: {peak / 1e12:.2f} TFLOP/s")
     for name in args.models:
         result = bench_model(
+            build(name, args.layers, device),
             name,
             device,
             peak,
             batch=args.batch,
             tokens=args.tokens,
             repeats=args.repeats,
-            layers=args.layers,
             head=args.head,
         )
         print_result(result, device)

@@ -159,31 +159,31 @@ def speed(device: torch.device, smoke: bool) -> list[dict[str, object]]:
     heads = ["auto"] + (["fused", "triton"] if triton_usable(device) else [])
     results = []
     for name in ("llama-1b", "gemma3-270m"):
+        model = bench_gpu.build(name, 1 if smoke else None, device)
         for tokens in lengths:
             for head in heads:
                 result = bench_gpu.bench_model(
+                    model,
                     name,
                     device,
                     peak,
                     batch=max(1, budget // tokens),
                     tokens=tokens,
                     repeats=1 if smoke else 3,
-                    layers=1 if smoke else None,
                     head=head,
                 )
                 result["head_requested"] = head
                 result["matmul_peak_tflops"] = peak / 1e12
                 bench_gpu.print_result(result, device)
                 results.append(result)
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
+        del model
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
     return results
 
 
 def packing(device: torch.device, smoke: bool) -> list[dict[str, object]]:
-    torch.manual_seed(0)
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    model = bench_gpu.architecture("gemma3-270m", 1 if smoke else None).to(device, dtype).eval()
+    model = bench_gpu.build("gemma3-270m", 1 if smoke else None, device)
     loaded = LoadedModel("gemma3-270m (random)", model, bench_gpu.probe_tokenizer())
     return bench_packing.compare(
         loaded,
