@@ -14,7 +14,7 @@ import pyarrow.fs as pafs
 import pytest
 import ray
 from minkscan.cli import main
-from minkscan.config import ScanConfig, build_config
+from minkscan.config import ConfigError, ScanConfig, build_config
 from minkscan.distributed import runner
 from minkscan.distributed.runner import run_scoring
 from minkscan.distributed.stages import ScoreStage
@@ -277,3 +277,20 @@ def test_a_cluster_smaller_than_the_run_gets_a_warning_before_work(
         assert not caplog.records
         runner.warn_if_too_small(big)
     assert "the Ray cluster has 3 CPUs but this run needs at least 9.5" in caplog.text
+
+
+def test_too_few_gpus_is_an_error_before_work_on_the_local_ray_and_a_warning_on_a_cluster(
+    tiny_llama_dir, tmp_path, caplog, monkeypatch
+):
+    """Actors asking for GPUs that no node has would wait forever: the embedded Ray has only
+    this machine's (none here), so that is a one-line error; a cluster may still add GPU
+    nodes, so there it is a warning."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    gpus = {"ray.gpus_per_actor": 2}
+    local = make_config(tiny_llama_dir, [], tmp_path / "out", **gpus)
+    with pytest.raises(ConfigError, match=r"needs 2 GPUs .* the Ray cluster has 0"):
+        runner.warn_if_too_small(local)
+    cluster = make_config(tiny_llama_dir, [], tmp_path / "out", **gpus, **{"ray.address": "auto"})
+    with caplog.at_level("WARNING", logger="minkscan.distributed.runner"):
+        runner.warn_if_too_small(cluster)
+    assert "it waits for GPU nodes" in caplog.text

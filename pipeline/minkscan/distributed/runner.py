@@ -137,6 +137,22 @@ def required_cpus(config: ScanConfig) -> float:
     return cpus
 
 
+def required_gpus(config: ScanConfig) -> tuple[float, float]:
+    """GPUs held by the scoring and reference actors at their minimum pool sizes, and the
+    most that one actor needs on one node."""
+    ray_config, baselines = config.ray, config.baselines
+    total, widest = ray_config.num_actors * ray_config.gpus_per_actor, ray_config.gpus_per_actor
+    if baselines.reference_model is not None:
+        reference = _reference_resources(config)[1]
+        total += baselines.reference_num_actors * reference
+        widest = max(widest, reference)
+    return total, widest
+
+
+def _joins_cluster(config: ScanConfig) -> bool:
+    return bool(config.ray.address or os.environ.get("RAY_ADDRESS"))
+
+
 def ensure_ray(config: ScanConfig) -> None:
     """Join the configured cluster (or the job's), else start an embedded local Ray.
 
@@ -148,7 +164,7 @@ def ensure_ray(config: ScanConfig) -> None:
     """
     if ray.is_initialized():
         return
-    if config.ray.address or os.environ.get("RAY_ADDRESS"):
+    if _joins_cluster(config):
         ray.init(address=config.ray.address, log_to_driver=False)
         return
     needed = max(math.ceil(required_cpus(config)), os.cpu_count() or 1)
@@ -156,9 +172,11 @@ def ensure_ray(config: ScanConfig) -> None:
 
 
 def warn_if_too_small(config: ScanConfig) -> None:
-    """Log a warning when the Ray cluster has fewer CPUs than the run holds at its minimum
-    (`required_cpus`): it then waits for an autoscaler to add nodes, or stalls until Ray
-    Data's no-progress timeout. The embedded Ray always has enough."""
+    """Log a warning when the Ray cluster has fewer CPUs or GPUs than the run holds at its
+    minimum (`required_cpus`, `required_gpus`): it then waits for an autoscaler to add nodes,
+    or stalls until Ray Data's no-progress timeout. The embedded Ray always has the CPUs; it
+    has only this machine's GPUs and no node will join it, so too few is an error there."""
+    _check_gpus(config)
     have = ray.cluster_resources().get("CPU", 0.0)
     needed = required_cpus(config)
     if have < needed:
@@ -169,6 +187,27 @@ def warn_if_too_small(config: ScanConfig) -> None:
             have,
             needed,
         )
+
+
+def _check_gpus(config: ScanConfig) -> None:
+    total, widest = required_gpus(config)
+    node_gpus = [n["Resources"].get("GPU", 0.0) for n in ray.nodes() if n["Alive"]] or [0.0]
+    have, most = sum(node_gpus), max(node_gpus)
+    if have >= total and most >= widest:
+        return
+    problem = (
+        f"this run needs {total:g} GPUs ({widest:g} per actor on one node: ray.gpus_per_actor"
+        f"{', baselines.reference_gpus_per_actor' if config.baselines.reference_model else ''})"
+        f" but the Ray cluster has {have:g} (at most {most:g} on a node)"
+    )
+    if not _joins_cluster(config):
+        raise ConfigError(
+            f"{problem}: set ray.gpus_per_actor 0 to score on CPUs, or --address a cluster "
+            "with GPUs"
+        )
+    logger.warning(
+        "%s: it waits for GPU nodes; lower ray.gpus_per_actor if none will come", problem
+    )
 
 
 @contextmanager
