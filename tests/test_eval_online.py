@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-import torch
 from minkscan.config import ScoringConfig
 from minkscan.evaluation.online import chunk_scores, label_chunks, online_setting
-from minkscan.models.forward import batch_token_stats
+from minkscan.models.forward import Tiles, batch_token_stats
 from minkscan.scorer import DocumentScorer
 from minkscan.scoring.aggregate import document_scores
-from minkscan.scoring.windows import select_positions
 
 from tests.conftest import TRAINING_TEXT
 
@@ -39,17 +37,16 @@ def test_chunk_scores_equal_offline_scores_of_same_tokens_with_same_prefix(score
     tokenizer = scorer.loaded.tokenizer
     for row in frame.iter_rows(named=True):
         start, end = row["token_start"], row["token_end"]
+        # The same tokens, their prefix as context, one unchunked pass of the model's logits.
         prefix_stats = batch_token_stats(
             scorer.loaded.model,
-            scorer.pad([ids[: end + 1]]),
+            scorer.pad([(ids[: end + 1], start)]),
             head=None,
-            row_chunk=64,
-            vocab_chunk=128,
+            tiles=Tiles(row_chunk=64, vocab_chunk=128),
         )
-        window = select_positions(prefix_stats, slice(start, end))
         offline = document_scores(
-            window,
-            torch.tensor([end - start]),
+            prefix_stats,
+            [end - start],
             [tokenizer.decode(ids[start + 1 : end + 1])],
             scorer.scoring.k_percentages,
             scorer.scoring.ablation_k_percentages,

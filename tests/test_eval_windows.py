@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 from minkscan.config import ScoringConfig
+from minkscan.models.forward import TokenBatch
 from minkscan.scorer import DocumentScorer, score_texts
-from minkscan.scoring.token_stats import TokenStats
-from minkscan.scoring.windows import concat_token_stats, plan_windows, select_positions
+from minkscan.scoring.windows import plan_windows
 from naive_reference import naive_scores_of_tokens, naive_token_scores
 
 from tests.conftest import TRAINING_TEXT
@@ -36,16 +36,19 @@ def test_stride_must_leave_context() -> None:
         ScoringConfig(max_tokens=8, window_stride=8)
 
 
-def test_each_windows_kept_predictions_stitch_to_every_token_in_text_order() -> None:
+@pytest.mark.parametrize("packed", [True, False])
+def test_each_windows_kept_predictions_stitch_to_every_token_in_text_order(packed) -> None:
     ids = list(range(100, 123))
-    parts = []
-    for window in plan_windows(len(ids), 6, 4):
-        # "log p" of prediction j = id of the token it predicts
-        targets = torch.tensor(ids[window.start + 1 : window.end], dtype=torch.float32)
-        assert len(targets) == window.n_predictions
-        stats = TokenStats(targets, targets * 0, targets * 0 + 1, targets * 0)
-        parts.append(select_positions(stats, slice(window.first_kept, None)))
-    assert concat_token_stats(parts).target_logprob.tolist() == [float(i) for i in ids[1:]]
+    segments = [(ids[w.start : w.end], w.first_kept) for w in plan_windows(len(ids), 6, 4)]
+    cpu = torch.device("cpu")
+    batch = (
+        TokenBatch.packed([segments[:2], segments[2:]], cpu) if packed
+        else TokenBatch.padded(segments, 0, "right", cpu)
+    )  # fmt: skip
+    # Each kept prediction's target is the next token of its window, in text order overall,
+    # and the position it is read from holds the token before it.
+    assert batch.targets.tolist() == ids[1:]
+    assert batch.input_ids.flatten()[batch.keep].tolist() == ids[:-1]
 
 
 def naive_windowed_scores(loaded, text: str, input_ids, max_tokens: int, stride: int) -> dict:

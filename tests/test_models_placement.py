@@ -34,7 +34,8 @@ def test_a_replica_over_two_gpus_is_loaded_split_over_both(
         return from_pretrained(source, **kwargs)  # there are no GPUs to place it on here
 
     monkeypatch.setattr(loading.AutoModelForCausalLM, "from_pretrained", record)
-    load_model(ModelConfig(name=str(tiny_llama_dir)), gpus=2)
+    # dtype given: with 'auto' the loader would ask the (fake) GPUs whether they run bf16
+    load_model(ModelConfig(name=str(tiny_llama_dir), dtype="float32"), gpus=2)
     assert asked["device_map"] == "balanced"
     load_model(ModelConfig(name=str(tiny_llama_dir), device="cpu"), gpus=1)
     assert asked["device_map"] is None

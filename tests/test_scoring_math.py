@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from minkscan.models.forward import TokenBatch, batch_token_stats, find_linear_head
+from minkscan.models.forward import Tiles, TokenBatch, batch_token_stats, find_linear_head
 from minkscan.models.loading import LoadedModel
 from minkscan.scoring.aggregate import document_scores, lowest_k_means
 from minkscan.scoring.token_stats import (
@@ -107,8 +107,9 @@ class LargestFloat32Tensor(TorchDispatchMode):
 def test_fused_path_never_builds_a_batch_by_tokens_by_vocab_float32_tensor(
     tiny_llama: LoadedModel,
 ) -> None:
-    ids = [tuple(range(3, 3 + n)) for n in (40, 33, 25, 12)]
+    ids = [(tuple(range(3, 3 + n)), 0) for n in (40, 33, 25, 12)]
     batch = TokenBatch.padded(ids, 0, "right", torch.device("cpu"))
+    tiles = Tiles(row_chunk=16, vocab_chunk=128)
     vocab = tiny_llama.model.get_output_embeddings().weight.shape[0]
     full_size = len(ids) * 40 * vocab
     with LargestFloat32Tensor() as fused_probe:
@@ -116,11 +117,10 @@ def test_fused_path_never_builds_a_batch_by_tokens_by_vocab_float32_tensor(
             tiny_llama.model,
             batch,
             head=find_linear_head(tiny_llama.model),
-            row_chunk=16,
-            vocab_chunk=128,
+            tiles=tiles,
         )
     with LargestFloat32Tensor() as logits_probe:
-        batch_token_stats(tiny_llama.model, batch, head=None, row_chunk=16, vocab_chunk=128)
+        batch_token_stats(tiny_llama.model, batch, head=None, tiles=tiles)
     assert logits_probe.largest >= full_size  # the probe does see the full logits when they exist
     one_document_of_logits = 40 * vocab
     assert fused_probe.largest < one_document_of_logits < full_size

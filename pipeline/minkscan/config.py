@@ -46,7 +46,10 @@ class ModelConfig(_Section):
         "smollm2-135m",
         description="'smollm2-135m', 'gemma3-270m', a Hugging Face model id or a local directory.",
     )
-    dtype: Literal["float32", "bfloat16"] = "float32"
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto",
+        description="'auto': bfloat16 on a GPU that supports it, float32 elsewhere.",
+    )
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="'auto' picks cuda when a GPU is visible, else cpu."
     )
@@ -69,8 +72,14 @@ class ScoringConfig(_Section):
     prepend_bos: bool = Field(
         False, description="Prepend BOS (if the tokenizer does not) so the first token is scored."
     )
-    batch_tokens: int = Field(8192, ge=2, description="Token positions per forward batch.")
-    max_batch_size: int = Field(64, ge=1, description="Rows per forward batch.")
+    batch_tokens: int | Literal["auto"] = Field(
+        "auto",
+        description="Token positions per forward batch; 'auto': 8,192 on a CPU, on a GPU as "
+        "many as fit in 70% of its free memory (minkscan.models.workspace).",
+    )
+    max_batch_size: int | None = Field(
+        None, ge=1, description="Rows per forward batch; None: 64 on a CPU, no cap on a GPU."
+    )
     packing: bool = Field(
         True,
         description="Pack several documents into each row, back to back with positions "
@@ -81,17 +90,26 @@ class ScoringConfig(_Section):
     padding_side: Literal["right", "left"] = Field(
         "right", description="Where rows are padded when not packing."
     )
-    head: Literal["auto", "fused", "logits", "triton"] = Field(
+    head: Literal["auto", "fused", "chunked", "logits", "triton"] = Field(
         "auto",
-        description="'fused' computes logits chunk-wise from hidden states; 'logits' chunks the "
-        "model's own logits; 'triton' runs the fused Triton kernel (CUDA only); 'auto' keeps "
-        "the fused paths that match the model's logits at start-up (Triton on CUDA, torch) "
-        "and, of two, the faster; else 'logits'.",
+        description="'fused' computes logits tile by tile from hidden states (torch); "
+        "'chunked' takes cuBLAS logits of a row chunk and reduces them in one Triton pass "
+        "(CUDA); 'triton' runs the whole head in one Triton kernel (CUDA); 'logits' reduces "
+        "the model's own logits; 'auto' keeps the fused paths that match the model's logits "
+        "at start-up and, of several, the fastest; else 'logits'.",
     )
-    # Tall, narrow tiles keep each [rows x vocab] tile cache-resident during the reduction;
-    # measured by benchmarks/bench_scoring.py.
-    row_chunk: int = Field(2048, ge=1, description="Token rows per reduction tile.")
-    vocab_chunk: int = Field(1024, ge=128, description="Vocabulary columns per reduction tile.")
+    row_chunk: int | None = Field(
+        None,
+        ge=1,
+        description="Token rows per head tile; None: 2,048 on a CPU, sized from free memory "
+        "on a GPU (minkscan.models.workspace.head_tiles).",
+    )
+    vocab_chunk: int | None = Field(
+        None,
+        ge=128,
+        description="Vocabulary ids per torch head tile; None: 1,024 on a CPU (cache-resident "
+        "tiles), the whole vocabulary on a GPU.",
+    )
     window_stride: int | None = Field(
         None,
         ge=1,
@@ -120,6 +138,13 @@ class ScoringConfig(_Section):
         "(columns token_z, token_start, token_end, plus the text) from the same forward pass; "
         "reports use them to show which tokens pulled a document's score down.",
     )
+
+    @field_validator("batch_tokens")
+    @classmethod
+    def _at_least_two(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 2:
+            raise ValueError(f"must be 'auto' or at least 2, got {value}")
+        return value
 
     @field_validator("k_percentages", "ablation_k_percentages")
     @classmethod

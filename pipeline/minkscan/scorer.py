@@ -3,36 +3,55 @@
 `DocumentScorer` is what a Ray actor holds (one replica each) and what `score_texts`
 uses in-process; it owns batching and device placement, while the math lives in
 `minkscan.scoring` and the forward pass in `minkscan.models.forward`.
+
+A call is queued work until its result is read: `DocumentScorer.submit` builds each batch on
+the host and launches it without waiting for the device, and `PendingScores.result`
+aggregates every document on the device and reads all scores back in one transfer. So the
+host prepares batch i+1 while the GPU computes batch i, and `score_texts` tokenises the next
+chunk of texts while the GPU scores the previous one.
+
+Memory: between calls the scorer holds the model and its head's tensors only; at the peak
+of a batch, at most `minkscan.models.workspace.batch_bytes` more (`workspace_bytes`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 import torch
 
 from minkscan.config import ModelConfig, ScoringConfig
 from minkscan.methods import single_pass_columns
-from minkscan.models.forward import TokenBatch, batch_token_stats
+from minkscan.models.forward import Segment, Tiles, TokenBatch, batch_token_stats
 from minkscan.models.loading import LoadedModel, load_model
 from minkscan.models.probes import choose_head_path, packing_agrees
-from minkscan.scoring.aggregate import dcpdd_score, document_scores
+from minkscan.models.workspace import Shapes, auto_batch_tokens, batch_bytes, head_tiles
+from minkscan.scoring.aggregate import dcpdd_scores, document_scores
 from minkscan.scoring.token_stats import TokenStats
-from minkscan.scoring.windows import Window, concat_token_stats, plan_windows, select_positions
+from minkscan.scoring.windows import Window, plan_windows
 from minkscan.text.frequencies import read_frequencies
 from minkscan.text.tokenize import (
     EncodedDocument,
     encode_documents,
     plan_batches,
     plan_packed_batches,
+    row_width,
 )
 
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog near the bank of the river."
 # With scoring.token_scores: per scored token, its Min-K%++ z and character span in the text.
 TOKEN_COLUMNS = ("token_z", "token_start", "token_end")
+# Rows per forward batch when scoring.max_batch_size is unset: on a CPU more rows only cost
+# memory; on a GPU the token budget alone bounds a batch.
+CPU_MAX_ROWS = 64
+# Texts tokenised at a time by `DocumentScorer.score_frame` (the next chunk is tokenised
+# while the device scores the previous one).
+FRAME_CHUNK = 1024
 
 
 class DocumentScorer:
@@ -50,20 +69,43 @@ class DocumentScorer:
         self.pad_id = next(
             int(i) for i in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0) if i is not None
         )
+        self.shapes = Shapes.of(loaded.model)
+        device = loaded.model.get_output_embeddings().weight.device
+        self._tiles_for = lambda kernel: head_tiles(
+            device, self.shapes, kernel, scoring.row_chunk, scoring.vocab_chunk
+        )
         probe = self.encode([PROBE_TEXT] * 2)
         probe_ids = [probe[0].input_ids, probe[1].input_ids[:-3]]
-        chunks = {"row_chunk": scoring.row_chunk, "vocab_chunk": scoring.vocab_chunk}
-        self.head = choose_head_path(loaded.model, scoring.head, self.pad(probe_ids), **chunks)
+        probe_batch = self.pad([(ids, 0) for ids in probe_ids])
+        self.head = choose_head_path(loaded.model, scoring.head, probe_batch, self._tiles_for)
+        self.tiles: Tiles = self._tiles_for(self.head.kernel if self.head else "logits")
         self.packing = scoring.packing and packing_agrees(
-            loaded.model, self.head, probe_ids, self.pad_id, **chunks
+            loaded.model, self.head, probe_ids, self.pad_id, self.tiles
+        )
+        self.batch_tokens = (
+            auto_batch_tokens(device, self.shapes, self.head, self.tiles, self.row_width)
+            if scoring.batch_tokens == "auto" else scoring.batch_tokens
+        )  # fmt: skip
+        self.max_rows = scoring.max_batch_size or (
+            CPU_MAX_ROWS if loaded.device.type != "cuda" else self.batch_tokens
         )
 
     @property
     def head_path(self) -> str:
-        """'triton', 'fused' or 'logits': how logits reach the reduction."""
+        """'triton', 'chunked', 'fused' or 'logits': how logits reach the reduction."""
         if self.head is None:
             return "logits"
-        return "triton" if self.head.kernel == "triton" else "fused"
+        return "fused" if self.head.kernel == "torch" else self.head.kernel
+
+    @property
+    def row_width(self) -> int:
+        """The widest row a batch can have: ``max_tokens``, or a packed row of them."""
+        return row_width(self.scoring.max_tokens) if self.packing else self.scoring.max_tokens
+
+    def workspace_bytes(self) -> int:
+        """The most memory one batch takes beyond the weights (`batch_tokens` positions in
+        rows of up to `row_width`; `minkscan.models.workspace.batch_bytes`)."""
+        return batch_bytes(self.shapes, self.head, self.tiles, self.batch_tokens, self.row_width)
 
     def encode(self, texts: Sequence[object]) -> list[EncodedDocument]:
         """Tokenise with this model's tokenizer and the configured truncation / BOS rules.
@@ -80,18 +122,28 @@ class DocumentScorer:
             spans=self.scoring.token_scores,
         )
 
-    def pad(self, sequences: Sequence[Sequence[int]]) -> TokenBatch:
-        """Token id sequences as one padded batch (a row each) on the model's device."""
+    def pad(self, segments: Sequence[Segment]) -> TokenBatch:
+        """Sequences as one padded batch (a row each) on the model's device."""
         return TokenBatch.padded(
-            sequences, self.pad_id, self.scoring.padding_side, self.loaded.device
+            segments, self.pad_id, self.scoring.padding_side, self.loaded.device
         )
 
-    def rows(self, rows: Sequence[Sequence[Sequence[int]]]) -> TokenBatch:
-        """Rows of token id sequences as one batch: packed when the model allows it (then
-        a row may hold several), else padded (a row holds one)."""
+    def rows(self, rows: Sequence[Sequence[Segment]]) -> TokenBatch:
+        """Rows of sequences as one batch: packed when the model allows it (then a row may
+        hold several), else padded (a row holds one)."""
         if self.packing:
             return TokenBatch.packed(rows, self.loaded.device)
-        return self.pad([sequence for row in rows for sequence in row])
+        return self.pad([segment for row in rows for segment in row])
+
+    def token_stats(self, batch: TokenBatch) -> TokenStats:
+        """TokenStats of a batch's kept predictions by this scorer's head path."""
+        return batch_token_stats(
+            self.loaded.model,
+            batch,
+            head=self.head,
+            tiles=self.tiles,
+            compiled=self.scoring.compile_reduction,
+        )
 
     def windows(self, n_tokens: int) -> list[Window]:
         """The forward passes over a document of ``n_tokens`` ids: sliding windows of
@@ -101,100 +153,66 @@ class DocumentScorer:
             return [Window(0, n_tokens, 1)]
         return plan_windows(n_tokens, self.scoring.max_tokens, stride)
 
-    @torch.inference_mode()
-    def score_documents(self, documents: Sequence[EncodedDocument]) -> dict[str, list[Any]]:
-        """Columns ``n_tokens``, ``status`` and every score column, one entry per document
-        (and `TOKEN_COLUMNS` with ``scoring.token_scores``).
+    def submit(self, documents: Sequence[EncodedDocument]) -> PendingScores:
+        """Launch the forward passes of ``documents`` without waiting for the device.
 
         The windows of all documents (one per document unless it is windowed) share the
-        packed (or length-bucketed) batches; each document's new predictions are stitched in
-        text order and aggregated over all its tokens. Scores are None for documents with no
-        scored token.
+        packed (or length-bucketed) batches; each batch keeps only its windows' new
+        predictions.
         """
-        result: dict[str, list[Any]] = {
-            "n_tokens": [doc.n_scored for doc in documents],
-            "status": [doc.status for doc in documents],
-        }
-        for name in self.columns:
-            result[name] = [None] * len(documents)
         scorable = [i for i, doc in enumerate(documents) if doc.n_scored > 0]
         pieces = [
             (index, window)
             for index in scorable
             for window in self.windows(len(documents[index].input_ids))
         ]
-        piece_stats: list[TokenStats | None] = [None] * len(pieces)
+        launched: list[int] = []
+        outputs: list[TokenStats] = []
         for rows in self._plan_rows([window.end - window.start for _, window in pieces]):
-            ids = [
+            segments = [
                 [
-                    documents[index].input_ids[window.start : window.end]
-                    for index, window in (pieces[j] for j in row)
+                    (documents[pieces[j][0]].input_ids[pieces[j][1].start : pieces[j][1].end],
+                     pieces[j][1].first_kept)
+                    for j in row
                 ]
                 for row in rows
-            ]
-            stats = batch_token_stats(
-                self.loaded.model,
-                self.rows(ids),
-                head=self.head,
-                row_chunk=self.scoring.row_chunk,
-                vocab_chunk=self.scoring.vocab_chunk,
-                compiled=self.scoring.compile_reduction,
-            )
-            offset = 0  # the batch's stats hold each window's predictions in row order
-            for j in (j for row in rows for j in row):
-                window = pieces[j][1]
-                kept = slice(offset + window.first_kept, offset + window.n_predictions)
-                piece_stats[j] = select_positions(stats, kept)
-                offset += window.n_predictions
-        by_document: dict[int, list[TokenStats]] = {index: [] for index in scorable}
-        for (index, _), stats in zip(pieces, piece_stats, strict=True):
-            by_document[index].append(stats)
-        # Aggregate in groups under the token budget: the per-group grids stay bounded.
-        for group in self._plan([documents[index].n_scored for index in scorable]):
-            members = [scorable[g] for g in group]
-            scores = document_scores(
-                concat_token_stats([part for i in members for part in by_document[i]]),
-                torch.tensor([documents[i].n_scored for i in members]),
-                [documents[i].text for i in members],
-                self.scoring.k_percentages,
-                self.scoring.ablation_k_percentages,
-                self.scoring.gap_window,
-            )
-            for name, values in scores.items():
-                for index, value in zip(members, values.tolist(), strict=True):
-                    result[name][index] = None if math.isnan(value) else value
-        if self.reference is not None:
-            for index, parts in by_document.items():
-                result["dcpdd"][index] = dcpdd_score(
-                    concat_token_stats(parts).target_logprob,
-                    documents[index].input_ids[1:],
-                    self.reference,
-                    self.scoring.dcpdd_clip,
-                )
-        if self.scoring.token_scores:
-            result |= _token_columns(documents, by_document)
-        return result
+            ]  # fmt: skip
+            outputs.append(self.token_stats(self.rows(segments)))
+            launched.extend(j for row in rows for j in row)
+        return PendingScores(self, list(documents), scorable, pieces, launched, outputs)
+
+    def score_documents(self, documents: Sequence[EncodedDocument]) -> dict[str, list[Any]]:
+        """Columns ``n_tokens``, ``status`` and every score column, one entry per document
+        (and `TOKEN_COLUMNS` with ``scoring.token_scores``); scores are None for documents
+        with no scored token."""
+        return self.submit(documents).result()
 
     def _plan_rows(self, lengths: Sequence[int]) -> list[list[list[int]]]:
         """Forward batches as rows of piece indices (one per row unless packing)."""
         if self.packing:
             return plan_packed_batches(
-                lengths,
-                batch_tokens=self.scoring.batch_tokens,
-                max_rows=self.scoring.max_batch_size,
+                lengths, batch_tokens=self.batch_tokens, max_rows=self.max_rows
             )
-        return [[[j] for j in batch] for batch in self._plan(lengths)]
-
-    def _plan(self, lengths: Sequence[int]) -> list[list[int]]:
-        return plan_batches(
-            lengths,
-            batch_tokens=self.scoring.batch_tokens,
-            max_batch_size=self.scoring.max_batch_size,
-        )
+        return [
+            [[j] for j in batch]
+            for batch in plan_batches(
+                lengths, batch_tokens=self.batch_tokens, max_batch_size=self.max_rows
+            )
+        ]
 
     def score_frame(self, texts: Sequence[object]) -> pl.DataFrame:
-        """Tokenise and score ``texts``; one row per input, in input order."""
-        columns = self.score_documents(self.encode(texts))
+        """Tokenise and score ``texts``; one row per input, in input order. Each chunk of
+        `FRAME_CHUNK` texts is tokenised and launched before the previous one is read back."""
+        parts: list[dict[str, list[Any]]] = []
+        pending: PendingScores | None = None
+        for start in range(0, max(len(texts), 1), FRAME_CHUNK):
+            launched = self.submit(self.encode(texts[start : start + FRAME_CHUNK]))
+            if pending is not None:
+                parts.append(pending.result())
+            pending = launched
+        if pending is not None:
+            parts.append(pending.result())
+        columns = {name: [v for part in parts for v in part[name]] for name in parts[0]}
         schema = {"n_tokens": pl.Int64, "status": pl.Utf8} | {c: pl.Float64 for c in self.columns}
         if self.scoring.token_scores:
             schema |= {"token_z": pl.List(pl.Float32)}
@@ -202,19 +220,117 @@ class DocumentScorer:
         return pl.DataFrame(columns, schema=schema)
 
 
-def _token_columns(
-    documents: Sequence[EncodedDocument], by_document: dict[int, list[TokenStats]]
-) -> dict[str, list[Any]]:
-    """Per scored token (every token after the first): its Min-K%++ z and its character
-    span; None for documents with no scored token."""
-    columns: dict[str, list[Any]] = {name: [None] * len(documents) for name in TOKEN_COLUMNS}
-    for index, parts in by_document.items():
-        columns["token_z"][index] = concat_token_stats(parts).minkpp().float().cpu().tolist()
-        spans = documents[index].spans[1:]
-        if spans:
-            columns["token_start"][index] = [start for start, _ in spans]
-            columns["token_end"][index] = [end for _, end in spans]
-    return columns
+@dataclass
+class PendingScores:
+    """The launched forward passes of one `DocumentScorer.submit` call; `result` reads them.
+
+    ``launched`` lists the pieces (document windows) in the order their kept predictions
+    appear in ``outputs``, the per-batch TokenStats still on the device.
+    """
+
+    scorer: DocumentScorer
+    documents: list[EncodedDocument]
+    scorable: list[int]
+    pieces: list[tuple[int, Window]]
+    launched: list[int]
+    outputs: list[TokenStats]
+
+    def result(self) -> dict[str, list[Any]]:
+        """Aggregate every document on the device and read the scores back in one transfer."""
+        documents, scorer = self.documents, self.scorer
+        result: dict[str, list[Any]] = {
+            "n_tokens": [doc.n_scored for doc in documents],
+            "status": [doc.status for doc in documents],
+        }
+        for name in scorer.columns:
+            result[name] = [None] * len(documents)
+        if scorer.scoring.token_scores:
+            result |= {name: [None] * len(documents) for name in TOKEN_COLUMNS}
+        if not self.scorable:
+            return result
+        lengths = np.array([documents[i].n_scored for i in self.scorable], dtype=np.int64)
+        order = np.argsort(-lengths, kind="stable")  # longest first: groups of like lengths
+        stats = self._in_document_order(order)
+        sorted_lengths = lengths[order]
+        ends = np.concatenate([[0], np.cumsum(sorted_lengths)])  # token offsets
+        values, token_z = [], []
+        start = 0
+        for stop in _groups(sorted_lengths, scorer.batch_tokens):
+            group = [documents[self.scorable[i]] for i in order[start:stop]]
+            part = stats.slice(int(ends[start]), int(ends[stop]))
+            values.append(self._scores(part, sorted_lengths[start:stop], group))
+            if scorer.scoring.token_scores:
+                token_z.append(part.minkpp().to(torch.float64))
+            start = stop
+        matrix = torch.cat(values)
+        host = torch.cat([matrix.flatten(), *token_z]).cpu().numpy()  # the one transfer
+        rows = np.asarray(self.scorable)[order]  # the document of each row of ``matrix``
+        scores = np.full((len(documents), matrix.shape[1]), np.nan)
+        scores[rows] = host[: matrix.numel()].reshape(matrix.shape)
+        for column, name in enumerate(scorer.columns):
+            result[name] = [None if math.isnan(v) else v for v in scores[:, column].tolist()]
+        if scorer.scoring.token_scores:
+            token_z = np.split(host[matrix.numel() :], np.cumsum(sorted_lengths)[:-1])
+            for index, z in zip(rows.tolist(), token_z, strict=True):
+                result["token_z"][index] = z.astype(np.float32).tolist()
+                spans = documents[index].spans[1:]
+                if spans:
+                    result["token_start"][index] = [start for start, _ in spans]
+                    result["token_end"][index] = [end for _, end in spans]
+        return result
+
+    def _in_document_order(self, order: np.ndarray) -> TokenStats:
+        """The outputs' kept predictions reordered: documents in ``order`` (positions in
+        ``scorable``), each one's windows in text order. One gather on the device."""
+        kept = np.array([w.n_predictions - w.first_kept for _, w in self.pieces], dtype=np.int64)
+        launched = np.asarray(self.launched, dtype=np.int64)
+        offset = np.empty_like(kept)
+        offset[launched] = np.cumsum(kept[launched]) - kept[launched]
+        # Pieces are listed document by document, windows in text order: a stable sort by
+        # their document's rank in ``order`` keeps each one's windows in order.
+        document = np.searchsorted(self.scorable, [index for index, _ in self.pieces])
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        piece_order = np.argsort(rank[document], kind="stable")
+        sizes = kept[piece_order]
+        permutation = np.arange(int(sizes.sum())) + np.repeat(
+            offset[piece_order] - (np.cumsum(sizes) - sizes), sizes
+        )
+        flat = TokenStats.cat(self.outputs)
+        index = torch.from_numpy(permutation).to(flat.target_logprob.device, non_blocking=True)
+        return flat.index_select(index)
+
+    def _scores(
+        self, stats: TokenStats, lengths: np.ndarray, group: list[EncodedDocument]
+    ) -> torch.Tensor:
+        """[documents, columns] float64 scores of one group, on the device."""
+        scoring = self.scorer.scoring
+        scores = document_scores(
+            stats,
+            lengths,
+            [doc.text for doc in group],
+            scoring.k_percentages,
+            scoring.ablation_k_percentages,
+            scoring.gap_window,
+        )
+        if self.scorer.reference is not None:
+            target_ids = np.concatenate([np.asarray(doc.input_ids[1:]) for doc in group])
+            scores["dcpdd"] = dcpdd_scores(
+                stats.target_logprob, target_ids, lengths, self.scorer.reference,
+                scoring.dcpdd_clip,
+            )  # fmt: skip
+        return torch.stack([scores[name] for name in self.scorer.columns], dim=1)
+
+
+def _groups(sorted_lengths: np.ndarray, budget: int) -> Iterator[int]:
+    """Ends of contiguous groups of documents (longest first) whose [documents x longest]
+    grid stays within ``budget`` positions (at least one document each)."""
+    start = 0
+    while start < sorted_lengths.size:
+        longest = max(int(sorted_lengths[start]), 1)
+        stop = min(sorted_lengths.size, start + max(1, budget // longest))
+        yield stop
+        start = stop
 
 
 def _split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -28,14 +28,25 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="any config key, e.g. --set scoring.max_tokens=512 (repeatable; YAML values)",
     )
-    parser.add_argument("--dtype", choices=["float32", "bfloat16"], help="model.dtype")
+    parser.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], help="model.dtype")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="model.device")
-    parser.add_argument("--batch-tokens", type=int, help="scoring.batch_tokens")
+    parser.add_argument(
+        "--batch-tokens", type=_int_or_auto, help="scoring.batch_tokens (a number or 'auto')"
+    )
     parser.add_argument(
         "--k", type=int, nargs="+", metavar="P", help="scoring.k_percentages, e.g. --k 10 20"
     )
     parser.add_argument("--limit", type=int, metavar="N", help="score the first N rows only")
     parser.add_argument("--address", help="Ray cluster address (default: embedded local Ray)")
+
+
+def _int_or_auto(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got '{value}'") from None
 
 
 def parse_set(pairs: list[str]) -> dict[str, Any]:

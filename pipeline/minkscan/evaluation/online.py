@@ -14,7 +14,6 @@ import polars as pl
 import torch
 
 from minkscan.methods import method_of
-from minkscan.models.forward import batch_token_stats
 from minkscan.scorer import DocumentScorer
 from minkscan.scoring.aggregate import document_scores
 
@@ -39,13 +38,7 @@ def chunk_scores(
     for doc_id, document in zip(ids, scorer.encode(texts), strict=True):
         if document.n_scored == 0:
             continue
-        stats = batch_token_stats(
-            scorer.loaded.model,
-            scorer.pad([document.input_ids]),
-            head=scorer.head,
-            row_chunk=scoring.row_chunk,
-            vocab_chunk=scoring.vocab_chunk,
-        )
+        stats = scorer.token_stats(scorer.pad([(document.input_ids, 0)]))
         starts = list(range(0, document.n_scored, chunk_tokens))
         ends = [min(s + chunk_tokens, document.n_scored) for s in starts]
         chunk_texts = [
@@ -54,7 +47,7 @@ def chunk_scores(
         ]
         scores = document_scores(
             stats,
-            torch.tensor([e - s for s, e in zip(starts, ends, strict=True)]),
+            [e - s for s, e in zip(starts, ends, strict=True)],
             chunk_texts,
             scoring.k_percentages,
             scoring.ablation_k_percentages,
@@ -65,7 +58,7 @@ def chunk_scores(
         rows["token_start"] += starts
         rows["token_end"] += ends
         for name in columns:
-            rows[name] += scores[name].tolist()
+            rows[name] += scores[name].cpu().tolist()
     schema = {"id": pl.Utf8, "chunk": pl.Int64, "token_start": pl.Int64, "token_end": pl.Int64}
     return pl.DataFrame(rows, schema=schema | {c: pl.Float64 for c in columns})
 

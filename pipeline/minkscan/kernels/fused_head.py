@@ -1,11 +1,17 @@
-"""Triton kernel: linear head + Min-K%++ token statistics in one pass over vocabulary tiles.
+"""Triton heads: Min-K%++ token statistics of final hidden states under a linear head.
 
-Each program owns BLOCK_N rows of final hidden states. It sweeps the vocabulary in BLOCK_V
-tiles, computes the logits tile hidden @ weight[tile].T in registers (fp32 accumulation),
-and folds it into per-row running statistics: target logit, online max m, softmax mass
-sum e^(x-m), p-weighted mean of x-m and the *centred* second moment, merged across tiles with
-Chan's parallel-variance rule -- the same algebra as `minkscan.scoring.token_stats.token_stats`,
-so the result is the same TokenStats. Nothing of size [N, V] is ever stored.
+Two ways, same TokenStats as `minkscan.scoring.token_stats.token_stats`:
+
+* `token_stats_triton`, one kernel: each program owns BLOCK_N rows, sweeps the vocabulary in
+  BLOCK_V tiles, computes the logits tile hidden @ weight[tile].T in registers (fp32
+  accumulation) and folds it into per-row running statistics: target logit, online max m,
+  softmax mass sum e^(x-m), p-weighted mean of x-m and the *centred* second moment, merged
+  across tiles with Chan's parallel-variance rule. Nothing of size [N, V] is ever stored.
+* `token_stats_chunked`: cuBLAS writes the logits of ``row_chunk`` rows at a time (in the
+  head's dtype, as the model's own lm_head would), and one Triton pass per chunk streams them
+  once into the same statistics. A hand-tiled product reaches under half of cuBLAS on
+  Hopper (shared/gpu/README.md); this keeps the product on cuBLAS and adds one read of the
+  chunk, bounded by ``row_chunk x V`` logits of workspace.
 
 The kernel module is imported on first use (not at import), so TRITON_INTERPRET=1 set before
 the first call runs it on CPU tensors (tests).
@@ -36,11 +42,23 @@ def triton_usable(device: torch.device) -> bool:
 
 
 @functools.cache
-def _compiled_kernel() -> Any:
-    """The jitted kernel, imported on first use so TRITON_INTERPRET is read then."""
-    from minkscan.kernels.triton_kernel import head_stats_kernel
+def _kernels() -> Any:
+    """The jitted kernels' module, imported on first use so TRITON_INTERPRET is read then."""
+    from minkscan.kernels import triton_kernel
 
-    return head_stats_kernel
+    return triton_kernel
+
+
+def stats_from_moments(moments: torch.Tensor) -> TokenStats:
+    """TokenStats from the kernels' [5, N] output: target logit, max, mass, mean(x - max), M2."""
+    target_logit, run_max, mass, mean_shifted, m2 = moments
+    log_mass = torch.log(mass)
+    return TokenStats(
+        target_logprob=(target_logit - run_max) - log_mass,
+        mean_logprob=mean_shifted - log_mass,
+        std_logprob=(m2 / mass).clamp_min(0).sqrt(),
+        top1_logprob=-log_mass,
+    )
 
 
 def token_stats_triton(
@@ -67,7 +85,7 @@ def token_stats_triton(
     out = torch.empty((5, n_rows), dtype=torch.float32, device=hidden.device)
     if n_rows > 0:
         grid = ((n_rows + block_n - 1) // block_n,)
-        _compiled_kernel()[grid](
+        _kernels().head_stats_kernel[grid](
             hidden.contiguous(),
             weight.contiguous(),
             bias if bias is not None else weight,  # dummy pointer, never read without HAS_BIAS
@@ -85,11 +103,45 @@ def token_stats_triton(
             BLOCK_V=block_v,
             BLOCK_H=block_h,
         )
-    target_logit, run_max, mass, mean_shifted, m2 = out
-    log_mass = torch.log(mass)
-    return TokenStats(
-        target_logprob=(target_logit - run_max) - log_mass,
-        mean_logprob=mean_shifted - log_mass,
-        std_logprob=(m2 / mass).clamp_min(0).sqrt(),
-        top1_logprob=-log_mass,
-    )
+    return stats_from_moments(out)
+
+
+# Rows per program and vocabulary ids per step of the row pass: wide, contiguous loads.
+ROW_BLOCKS = {"block_n": 4, "block_v": 2048}
+
+
+def token_stats_chunked(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    row_chunk: int,
+    bias: torch.Tensor | None = None,
+    softcap: float | None = None,
+    block_n: int = ROW_BLOCKS["block_n"],
+    block_v: int = ROW_BLOCKS["block_v"],
+) -> TokenStats:
+    """TokenStats of rows ``hidden`` [N, H] under head ``weight`` [V, H]: logits of
+    ``row_chunk`` rows at a time by the BLAS product (cuBLAS on CUDA) in the head's dtype,
+    then one Triton pass over each chunk (softcap applied there, in fp32)."""
+    n_rows = hidden.shape[0]
+    out = torch.empty((5, n_rows), dtype=torch.float32, device=hidden.device)
+    hidden = hidden.to(weight.dtype)
+    for r0 in range(0, n_rows, row_chunk):
+        r1 = min(r0 + row_chunk, n_rows)
+        logits = torch.nn.functional.linear(hidden[r0:r1], weight, bias)
+        _kernels().row_stats_kernel[((r1 - r0 + block_n - 1) // block_n,)](
+            logits,
+            targets[r0:r1].contiguous(),
+            out[:, r0:],
+            r1 - r0,
+            logits.shape[1],
+            logits.stride(0),
+            n_rows,
+            float(softcap or 1.0),
+            HAS_SOFTCAP=bool(softcap),
+            BLOCK_N=block_n,
+            BLOCK_V=block_v,
+        )
+        del logits  # the next chunk reuses its memory
+    return stats_from_moments(out)

@@ -1,16 +1,24 @@
-"""One forward pass of a causal LM over a batch of rows -> TokenStats of every scored position.
+"""One forward pass of a causal LM over a batch of rows -> TokenStats of every kept prediction.
 
-Rows hold one document each (padded) or several back to back (packed, see `TokenBatch`).
+Rows hold one sequence each (padded) or several back to back (packed, see `TokenBatch`). A
+sequence is a document or one window of a long one; only its predictions from
+``first_kept`` on are kept (a later window's new tokens).
 
-Two ways to get there, same numbers:
+The batch is built on the host, where the positions to keep and their target ids are known
+from the lengths alone, so the device never has to find them (a boolean mask would make
+the host wait for the GPU). It is copied from pinned memory without blocking, so the host
+can build the next batch while the GPU computes this one.
 
-* fused: run the base model to its final hidden states and let the reduction compute
-  logits tile by tile from the linear head (no [batch x tokens x vocab] tensor at all);
+Ways to the statistics, same numbers:
+
+* fused: run the base model to its final hidden states and let the head path compute
+  logits from the linear head (`LinearHead.kernel`: torch tiles, cuBLAS row chunks plus a
+  Triton row pass, or one Triton kernel); no [batch x tokens x vocab] tensor in float32;
 * logits: run the whole model and reduce its logits tile by tile (any head, any model).
 
-The fused path runs either the torch tile loop or, on CUDA, the Triton kernel
-(`minkscan.kernels.fused_head`); `LinearHead.kernel` says which. Which path a model gets,
-and whether its rows may be packed, is decided once at start-up by `minkscan.models.probes`.
+Which path a model gets, and whether its rows may be packed, is decided once at start-up
+by `minkscan.models.probes`. Everything here runs under ``torch.inference_mode``: no
+autograd graph is built, so nothing of a batch outlives it.
 """
 
 from __future__ import annotations
@@ -19,15 +27,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import torch
 from transformers import PreTrainedModel
 
-from minkscan.kernels.fused_head import token_stats_triton
+from minkscan.kernels.fused_head import token_stats_chunked, token_stats_triton
 from minkscan.scoring.token_stats import (
     TokenStats,
     token_stats_from_hidden,
     token_stats_from_logits,
 )
+
+HeadKernel = Literal["torch", "chunked", "triton"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +48,16 @@ class LinearHead:
     weight: torch.Tensor
     bias: torch.Tensor | None
     softcap: float | None
-    kernel: Literal["torch", "triton"] = "torch"  # which fused reduction runs it
+    kernel: HeadKernel = "torch"  # which reduction runs it (see `head_token_stats`)
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """Workspace of the head reduction: ``row_chunk`` rows at a time, and ``vocab_chunk``
+    vocabulary ids per torch tile (see `minkscan.models.workspace.head_tiles`)."""
+
+    row_chunk: int
+    vocab_chunk: int
 
 
 def find_linear_head(model: PreTrainedModel) -> LinearHead | None:
@@ -52,91 +72,132 @@ def find_linear_head(model: PreTrainedModel) -> LinearHead | None:
     return LinearHead(weight=head.weight, bias=head.bias, softcap=softcap)
 
 
+@torch.inference_mode()
 def head_token_stats(
     head: LinearHead,
     rows: torch.Tensor,
     targets: torch.Tensor,
+    tiles: Tiles,
     *,
-    row_chunk: int,
-    vocab_chunk: int,
     compiled: bool = False,
 ) -> TokenStats:
     """TokenStats of final hidden ``rows`` [N, H] under ``head``, by the reduction its
-    ``kernel`` names (the Triton kernel, or the torch tile loop)."""
-    rows, targets = rows.to(head.weight.device), targets.to(head.weight.device)
+    ``kernel`` names: one Triton kernel, cuBLAS chunks plus a Triton row pass, or the torch
+    tile loop (``compiled``: its per-tile moments through torch.compile)."""
+    device = head.weight.device
+    rows, targets = rows.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+    common = {"bias": head.bias, "softcap": head.softcap}
     if head.kernel == "triton":
-        return token_stats_triton(
-            rows.to(head.weight.dtype), head.weight, targets, bias=head.bias, softcap=head.softcap
-        )
+        return token_stats_triton(rows.to(head.weight.dtype), head.weight, targets, **common)
+    if head.kernel == "chunked":
+        return token_stats_chunked(rows, head.weight, targets, row_chunk=tiles.row_chunk, **common)
     return token_stats_from_hidden(
         rows,
         head.weight,
         targets,
-        bias=head.bias,
-        softcap=head.softcap,
-        row_chunk=row_chunk,
-        vocab_chunk=vocab_chunk,
+        row_chunk=tiles.row_chunk,
+        vocab_chunk=tiles.vocab_chunk,
         compiled=compiled,
+        **common,
     )
+
+
+# A sequence of token ids and the index of its first prediction to keep.
+Segment = tuple[Sequence[int], int]
 
 
 @dataclass(frozen=True)
 class TokenBatch:
-    """Rows of token ids [R, W] for one forward pass, on the model's device.
+    """Rows of token ids [R, W] for one forward pass, and which predictions to keep.
 
-    ``padded``: one document per row, an attention mask marking its real tokens.
-    ``packed``: several documents per row back to back, positions restarting at 0 for each
-    and no attention mask, so transformers keeps attention inside each document (its
-    packed-sequence support reads the boundaries from the position ids); no compute is
-    spent on padding between documents.
-    ``scored`` [R, W-1] marks the positions t that predict token t+1 of the same document.
+    ``padded``: one sequence per row, an attention mask marking its real tokens.
+    ``packed``: several sequences per row back to back, positions restarting at 0 for each
+    and no attention mask, so transformers keeps attention inside each (its packed-sequence
+    support reads the boundaries from the position ids); no compute is spent on padding.
+    ``keep`` indexes the flattened [R * W] positions whose next-token prediction is kept,
+    sequences in row order, and ``targets`` holds the token each of them predicts.
     """
 
     input_ids: torch.Tensor
     position_ids: torch.Tensor
     attention_mask: torch.Tensor | None
-    scored: torch.Tensor
+    keep: torch.Tensor
+    targets: torch.Tensor
 
     @classmethod
     def padded(
         cls,
-        sequences: Sequence[Sequence[int]],
+        segments: Sequence[Segment],
         pad_id: int,
         padding_side: str,
         device: torch.device,
     ) -> TokenBatch:
-        width = max(len(s) for s in sequences)
-        ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(sequences), width), dtype=torch.long)
-        for row, seq in enumerate(sequences):
-            span = slice(0, len(seq)) if padding_side == "right" else slice(width - len(seq), width)
-            ids[row, span] = torch.tensor(seq, dtype=torch.long)
-            mask[row, span] = 1
+        width = max(len(ids) for ids, _ in segments)
+        ids = np.full((len(segments), width), pad_id, dtype=np.int64)
+        mask = np.zeros((len(segments), width), dtype=np.int64)
+        keep, targets = [], []
+        for row, (sequence, first_kept) in enumerate(segments):
+            start = 0 if padding_side == "right" else width - len(sequence)
+            ids[row, start : start + len(sequence)] = sequence
+            mask[row, start : start + len(sequence)] = 1
+            keep.append(row * width + start + np.arange(first_kept, len(sequence) - 1))
+            targets.append(ids[row, start + first_kept + 1 : start + len(sequence)])
         # Positions count real tokens only, so left padding does not shift them.
-        positions = (mask.cumsum(dim=1) - 1).clamp_min(0)
-        scored = (mask[:, :-1] * mask[:, 1:]).bool()
-        return cls(ids.to(device), positions.to(device), mask.to(device), scored.to(device))
+        positions = np.clip(mask.cumsum(axis=1) - 1, 0, None)
+        return cls._on(device, ids, positions, mask, keep, targets)
 
     @classmethod
-    def packed(cls, rows: Sequence[Sequence[Sequence[int]]], device: torch.device) -> TokenBatch:
-        """Each row's documents back to back; a shorter row ends in filler that repeats its
-        first token as one more document of its own, never scored (not the pad id, which
+    def packed(cls, rows: Sequence[Sequence[Segment]], device: torch.device) -> TokenBatch:
+        """Each row's sequences back to back; a shorter row ends in filler that repeats its
+        first token as one more sequence of its own, never kept (not the pad id, which
         makes transformers warn about a missing attention mask)."""
-        width = max(sum(len(doc) for doc in row) for row in rows)
-        ids = torch.empty((len(rows), width), dtype=torch.long)
-        positions = torch.empty((len(rows), width), dtype=torch.long)
-        scored = torch.zeros((len(rows), width - 1), dtype=torch.bool)
+        width = max(sum(len(ids) for ids, _ in row) for row in rows)
+        ids = np.empty((len(rows), width), dtype=np.int64)
+        positions = np.empty((len(rows), width), dtype=np.int64)
+        keep, targets = [], []
         for r, row in enumerate(rows):
             start = 0
-            for doc in row:
-                end = start + len(doc)
-                ids[r, start:end] = torch.tensor(doc, dtype=torch.long)
-                positions[r, start:end] = torch.arange(len(doc))
-                scored[r, start : end - 1] = True
+            for sequence, first_kept in row:
+                end = start + len(sequence)
+                ids[r, start:end] = sequence
+                positions[r, start:end] = np.arange(len(sequence))
+                keep.append(r * width + start + np.arange(first_kept, len(sequence) - 1))
+                targets.append(ids[r, start + first_kept + 1 : end])
                 start = end
-            ids[r, start:] = row[0][0]
-            positions[r, start:] = torch.arange(width - start)
-        return cls(ids.to(device), positions.to(device), None, scored.to(device))
+            ids[r, start:] = row[0][0][0]
+            positions[r, start:] = np.arange(width - start)
+        return cls._on(device, ids, positions, None, keep, targets)
+
+    @classmethod
+    def _on(
+        cls,
+        device: torch.device,
+        ids: np.ndarray,
+        positions: np.ndarray,
+        mask: np.ndarray | None,
+        keep: list[np.ndarray],
+        targets: list[np.ndarray],
+    ) -> TokenBatch:
+        """The host arrays as tensors on ``device``: pinned and copied without blocking on
+        CUDA, so the copy overlaps whatever the GPU is still computing."""
+
+        def move(array: np.ndarray) -> torch.Tensor:
+            tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64))
+            if device.type == "cuda":
+                return tensor.pin_memory().to(device, non_blocking=True)
+            return tensor.to(device)
+
+        return cls(
+            input_ids=move(ids),
+            position_ids=move(positions),
+            attention_mask=None if mask is None else move(mask),
+            keep=move(np.concatenate(keep)),
+            targets=move(np.concatenate(targets)),
+        )
+
+    @property
+    def n_kept(self) -> int:
+        return self.keep.shape[0]
 
     def model_inputs(self) -> dict[str, torch.Tensor | None]:
         return {
@@ -146,40 +207,35 @@ class TokenBatch:
         }
 
 
+@torch.inference_mode()
 def batch_token_stats(
     model: PreTrainedModel,
     batch: TokenBatch,
     *,
     head: LinearHead | None,
-    row_chunk: int,
-    vocab_chunk: int,
+    tiles: Tiles,
     compiled: bool = False,
 ) -> TokenStats:
-    """TokenStats of all scored positions, documents in batch order, tokens in text order.
+    """TokenStats of the batch's kept predictions, sequences in row order, tokens in text order.
 
     With ``head`` the fused path is used, otherwise the model's logits are reduced;
-    ``compiled`` is passed on to the reduction (`token_stats`).
+    ``compiled`` is passed on to the torch tile reduction. Nothing here waits for the
+    device: the result is queued work until something reads it.
     """
-    scored = batch.scored
-    targets = batch.input_ids[:, 1:][scored]
     inputs = batch.model_inputs()
     if head is not None:
         hidden = model.base_model(**inputs, use_cache=False)[0]
         # A replica split over GPUs may end on another device than its (tied) head.
-        rows = hidden[:, :-1][scored.to(hidden.device)]
-        return head_token_stats(
-            head, rows, targets, row_chunk=row_chunk, vocab_chunk=vocab_chunk, compiled=compiled
-        )
+        rows = hidden.flatten(0, 1).index_select(0, batch.keep.to(hidden.device))
+        del hidden
+        return head_token_stats(head, rows, batch.targets, tiles, compiled=compiled)
     logits = model(**inputs, use_cache=False).logits
-    batch_size, width, vocab = logits.shape
-    flat = logits.view(batch_size * width, vocab)
-    row_index = scored.nonzero().to(logits.device)
-    flat_rows = row_index[:, 0] * width + row_index[:, 1]
+    flat = logits.flatten(0, 1)
     return token_stats_from_logits(
-        _RowView(flat, flat_rows),
-        targets.to(logits.device),
-        row_chunk=row_chunk,
-        vocab_chunk=vocab_chunk,
+        _RowView(flat, batch.keep.to(flat.device)),
+        batch.targets.to(flat.device),
+        row_chunk=tiles.row_chunk,
+        vocab_chunk=tiles.vocab_chunk,
         compiled=compiled,
     )
 

@@ -159,6 +159,16 @@ def check_model(config: ModelConfig) -> None:
         ) from None
 
 
+def resolve_dtype(dtype: str, device: torch.device | str) -> torch.dtype:
+    """'auto' -> bfloat16 on a GPU that supports it, float32 elsewhere (CPU bfloat16
+    matmuls are slower than float32 ones)."""
+    if dtype != "auto":
+        return DTYPES[dtype]
+    if torch.device(device).type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
 def resolve_device(device: str) -> torch.device:
     """'auto' -> cuda when available, else cpu."""
     if device == "auto":
@@ -193,10 +203,11 @@ def load_model(config: ModelConfig, gpus: int = 1) -> LoadedModel:
     common = {"revision": config.revision, "trust_remote_code": config.trust_remote_code}
     tokenizer = AutoTokenizer.from_pretrained(source, **common)
     device_map = placement(config, gpus)
+    device = resolve_device(config.device) if device_map is None else torch.device("cuda")
     model = AutoModelForCausalLM.from_pretrained(
-        source, dtype=DTYPES[config.dtype], device_map=device_map, **common
+        source, dtype=resolve_dtype(config.dtype, device), device_map=device_map, **common
     )
     if device_map is None:
-        model.to(resolve_device(config.device))
+        model.to(device)
     model.eval()
     return LoadedModel(name=config.name, model=model, tokenizer=tokenizer)

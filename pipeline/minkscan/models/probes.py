@@ -3,9 +3,9 @@
 Each probe runs the model a few times on a small batch when a scorer starts and settles one
 choice for its lifetime, warning when it has to fall back:
 
-* `choose_head_path`: the fused head (Triton kernel or torch tiles) only where it matches the
-  model's own logits (a model that rescales its logits does not); with ``head: auto`` and
-  both fused reductions agreeing (CUDA), the one that reduces a tile of rows faster;
+* `choose_head_path`: a fused head (the Triton kernel, cuBLAS chunks with a Triton row
+  pass, or torch tiles) only where it matches the model's own logits (a model that rescales
+  its logits does not); with ``head: auto`` and several agreeing (CUDA), the fastest;
 * `packing_agrees`: packed rows only where they score as one document per row does.
 """
 
@@ -15,7 +15,7 @@ import logging
 import statistics
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import torch
@@ -24,6 +24,7 @@ from transformers import PreTrainedModel
 from minkscan.kernels.fused_head import triton_usable
 from minkscan.models.forward import (
     LinearHead,
+    Tiles,
     TokenBatch,
     batch_token_stats,
     find_linear_head,
@@ -36,87 +37,85 @@ logger = logging.getLogger(__name__)
 TIMED_RUNS = 3  # after one warm-up run (Triton compiles its kernel on the first call)
 
 
+TIMED_ROWS = 8192  # rows reduced per timed run (fewer where the torch tiles are smaller)
+KERNEL_NAMES = {
+    "triton": "the Triton kernel",
+    "chunked": "cuBLAS chunks with the Triton row pass",
+    "torch": "the torch fused path",
+}
+TilesFor = Callable[[str], Tiles]
+
+
 def choose_head_path(
-    model: PreTrainedModel,
-    requested: str,
-    probe_batch: TokenBatch,
-    *,
-    row_chunk: int,
-    vocab_chunk: int,
+    model: PreTrainedModel, requested: str, probe_batch: TokenBatch, tiles_for: TilesFor
 ) -> LinearHead | None:
     """Return the LinearHead to use for the fused path, or None for the logits path.
 
-    'auto' uses a fused path only if it exists and matches the logits path on
-    ``probe_batch``; where the Triton kernel and the torch tiles both match (CUDA), it
-    times both and keeps the faster. 'fused' and 'triton' insist on theirs; 'logits' never
-    uses one.
+    'auto' considers every fused reduction the device runs (on CUDA with triton: the Triton
+    kernel, cuBLAS chunks with a Triton row pass, the torch tiles; elsewhere the torch
+    tiles), keeps those that match the logits path on ``probe_batch`` and, of several, the
+    one that reduces a batch of rows fastest. 'fused', 'chunked' and 'triton' insist on
+    theirs; 'logits' never uses one. ``tiles_for(kernel)`` gives each path its tiles.
     """
     if requested == "logits":
         return None
     head = find_linear_head(model)
-    if requested == "triton" and not triton_usable(head.weight.device if head else model.device):
-        raise ValueError("scoring.head='triton' needs a CUDA model and the triton package")
+    device = head.weight.device if head else model.device
+    if requested in ("triton", "chunked") and not triton_usable(device):
+        raise ValueError(f"scoring.head='{requested}' needs a CUDA model and the triton package")
     if head is None:
-        if requested in ("fused", "triton"):
+        if requested != "auto":
             raise ValueError(
                 f"scoring.head='{requested}' but the model's head is not a plain linear layer"
             )
         logger.info("model head is not a plain linear layer; reducing the model's logits")
         return None
-    if requested == "fused":
-        return head
-    if requested == "triton":
-        return replace(head, kernel="triton")
-    chunks = {"row_chunk": row_chunk, "vocab_chunk": vocab_chunk}
-    reference = batch_token_stats(model, probe_batch, head=None, **chunks)
-    candidates = [replace(head, kernel="triton")] if triton_usable(head.weight.device) else []
-    candidates.append(head)
+    if requested != "auto":
+        return replace(head, kernel="torch" if requested == "fused" else requested)
+    reference = batch_token_stats(model, probe_batch, head=None, tiles=tiles_for("logits"))
+    kernels = ["triton", "chunked", "torch"] if triton_usable(device) else ["torch"]
+    candidates = [replace(head, kernel=kernel) for kernel in kernels]
     agreeing: list[LinearHead] = []
-    for candidate in candidates:
-        instead = (
-            "the torch fused path" if candidate.kernel == "triton"
-            else "the Triton kernel" if agreeing
-            else "the model's logits"
-        )  # fmt: skip
-        if _probe_agrees(model, probe_batch, candidate, reference, instead=instead, **chunks):
+    for index, candidate in enumerate(candidates):
+        fallback = next(
+            (KERNEL_NAMES[c.kernel] for c in candidates[index + 1 :]),
+            KERNEL_NAMES[agreeing[0].kernel] if agreeing else "the model's logits",
+        )
+        if _probe_agrees(
+            model, probe_batch, candidate, reference, tiles_for(candidate.kernel), fallback
+        ):
             agreeing.append(candidate)
     if len(agreeing) > 1:
-        return faster_head(agreeing, **chunks)
+        return faster_head(agreeing, tiles_for)
     return agreeing[0] if agreeing else None
 
 
-def faster_head(heads: Sequence[LinearHead], *, row_chunk: int, vocab_chunk: int) -> LinearHead:
-    """The head whose reduction of ``row_chunk`` random hidden rows takes the least time
-    (median of `TIMED_RUNS` after a warm-up): the Triton kernel is not faster than cuBLAS
-    matmuls plus torch tiles on every GPU, vocabulary and width."""
+def faster_head(heads: Sequence[LinearHead], tiles_for: TilesFor) -> LinearHead:
+    """The head whose reduction of a batch of random hidden rows takes the least time
+    (median of `TIMED_RUNS` after a warm-up): no one path is fastest on every GPU,
+    vocabulary and width."""
     weight = heads[0].weight
+    n_rows = min(TIMED_ROWS, tiles_for("torch").row_chunk)
     generator = torch.Generator(device=weight.device).manual_seed(0)
     rows = torch.randn(
-        row_chunk, weight.shape[1], generator=generator, device=weight.device, dtype=weight.dtype
+        n_rows, weight.shape[1], generator=generator, device=weight.device, dtype=weight.dtype
     )
-    targets = torch.randint(
-        weight.shape[0], (row_chunk,), generator=generator, device=weight.device
-    )
-    seconds = [
-        _seconds(head, rows, targets, row_chunk=row_chunk, vocab_chunk=vocab_chunk)
-        for head in heads
-    ]
+    targets = torch.randint(weight.shape[0], (n_rows,), generator=generator, device=weight.device)
+    seconds = [_seconds(head, rows, targets, tiles_for(head.kernel)) for head in heads]
     logger.info(
         "fused head reduction of %d rows: %s",
-        row_chunk,
+        n_rows,
         ", ".join(f"{h.kernel} {1e3 * s:.2f} ms" for h, s in zip(heads, seconds, strict=True)),
     )
     return heads[seconds.index(min(seconds))]
 
 
-def _seconds(
-    head: LinearHead, rows: torch.Tensor, targets: torch.Tensor, *, row_chunk: int, vocab_chunk: int
-) -> float:
+def _seconds(head: LinearHead, rows: torch.Tensor, targets: torch.Tensor, tiles: Tiles) -> float:
     """Median wall seconds of one reduction of ``rows`` under ``head``."""
     runs = []
     for run in range(TIMED_RUNS + 1):
         start = time.perf_counter()
-        head_token_stats(head, rows, targets, row_chunk=row_chunk, vocab_chunk=vocab_chunk)
+        head_token_stats(head, rows, targets, tiles)
         if rows.device.type == "cuda":
             torch.cuda.synchronize(rows.device)
         if run:
@@ -129,18 +128,15 @@ def packing_agrees(
     head: LinearHead | None,
     documents: Sequence[Sequence[int]],
     pad_id: int,
-    *,
-    row_chunk: int,
-    vocab_chunk: int,
+    tiles: Tiles,
 ) -> bool:
     """Whether ``documents`` packed into one row score as they do one per row; warns when
     not (attention that ignores packed position ids lets each document see the previous)."""
-    kwargs = {"head": head, "row_chunk": row_chunk, "vocab_chunk": vocab_chunk}
+    kwargs = {"head": head, "tiles": tiles}
     device = model.get_input_embeddings().weight.device
-    alone = batch_token_stats(
-        model, TokenBatch.padded(documents, pad_id, "right", device), **kwargs
-    )
-    packed = batch_token_stats(model, TokenBatch.packed([documents], device), **kwargs)
+    segments = [(document, 0) for document in documents]
+    alone = batch_token_stats(model, TokenBatch.padded(segments, pad_id, "right", device), **kwargs)
+    packed = batch_token_stats(model, TokenBatch.packed([segments], device), **kwargs)
     gap, tolerance = _gap(packed, alone), _tolerance(model.dtype)
     if not gap <= tolerance:
         warnings.warn(
@@ -171,21 +167,17 @@ def _probe_agrees(
     probe_batch: TokenBatch,
     head: LinearHead,
     reference: TokenStats,
-    *,
+    tiles: Tiles,
     instead: str,
-    row_chunk: int,
-    vocab_chunk: int,
 ) -> bool:
     """Whether ``head``'s path matches the logits-path ``reference``; warns when it does not,
     naming the path used ``instead``."""
-    fused = batch_token_stats(
-        model, probe_batch, head=head, row_chunk=row_chunk, vocab_chunk=vocab_chunk
-    )
+    fused = batch_token_stats(model, probe_batch, head=head, tiles=tiles)
     gap, tolerance = _gap(fused, reference), _tolerance(head.weight.dtype)
     if not gap <= tolerance:
         warnings.warn(
-            f"fused head ({head.kernel}) disagrees with the model's own logits (mean gap "
-            f"{gap:.3g} > {tolerance}); falling back to {instead}",
+            f"fused head ({KERNEL_NAMES[head.kernel]}) disagrees with the model's own logits "
+            f"(mean gap {gap:.3g} > {tolerance}); falling back to {instead}",
             RuntimeWarning,
             stacklevel=3,
         )

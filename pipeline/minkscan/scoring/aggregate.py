@@ -34,51 +34,66 @@ def zlib_length(text: str) -> int:
     return len(zlib.compress(text.encode("utf-8")))
 
 
+def _on(values: Sequence[int] | np.ndarray, device: torch.device) -> torch.Tensor:
+    """Host integers as a long tensor on ``device`` (a copy that does not wait)."""
+    return torch.as_tensor(np.asarray(values, dtype=np.int64)).to(device, non_blocking=True)
+
+
 def lowest_k_means(
-    values: torch.Tensor, lengths: torch.Tensor, percentages: Sequence[int]
+    values: torch.Tensor, lengths: Sequence[int] | torch.Tensor, percentages: Sequence[int]
 ) -> torch.Tensor:
     """Mean of the lowest max(1, floor(P/100 * n)) values of each row, for each P.
 
-    ``values`` is [docs, max_len] float64 with each row's first ``lengths[i]`` entries valid.
-    Returns [docs, len(percentages)]; NaN where a document has no valid value.
+    ``values`` is [docs, max_len] float64 with each row's first ``lengths[i]`` entries valid
+    (``lengths`` on the host, so nothing here waits for the device). Returns
+    [docs, len(percentages)]; NaN where a document has no valid value.
     """
+    lengths = np.asarray(lengths, dtype=np.int64)
     n_docs, max_len = values.shape
-    positions = torch.arange(max_len, device=values.device)
-    valid = positions[None, :] < lengths[:, None]
-    padded = torch.where(valid, values, torch.full_like(values, float("inf")))
-    sorted_values, _ = padded.sort(dim=1)
-    # Zero the padding after sorting so the running sums stay finite.
-    cumulative = torch.where(valid, sorted_values, torch.zeros_like(sorted_values)).cumsum(dim=1)
-    p = torch.tensor(list(percentages), device=values.device, dtype=torch.long)
-    k = torch.clamp((p[None, :] * lengths[:, None]) // 100, min=1)  # integer floor, no float error
-    k = torch.minimum(k, lengths[:, None].clamp_min(1))
+    p = np.asarray(list(percentages), dtype=np.int64)
     if max_len == 0:
         return torch.full((n_docs, len(p)), float("nan"), dtype=values.dtype, device=values.device)
-    sums = cumulative.gather(1, k - 1)
-    means = sums / k.to(values.dtype)
-    return torch.where(lengths[:, None] > 0, means, torch.full_like(means, float("nan")))
+    # k on the host: integer floor, no float error; at least 1 and at most n.
+    k = np.clip(p[None, :] * lengths[:, None] // 100, 1, np.maximum(lengths, 1)[:, None])
+    device_lengths = _on(lengths, values.device)
+    valid = torch.arange(max_len, device=values.device)[None, :] < device_lengths[:, None]
+    sorted_values, _ = torch.where(valid, values, float("inf")).sort(dim=1)
+    # Zero the padding after sorting so the running sums stay finite.
+    cumulative = torch.where(valid, sorted_values, 0.0).cumsum(dim=1)
+    k_device = _on(k, values.device)
+    means = cumulative.gather(1, k_device - 1) / k_device.to(values.dtype)
+    return torch.where(device_lengths[:, None] > 0, means, float("nan"))
 
 
 def moving_average(
-    values: torch.Tensor, lengths: torch.Tensor, window: int
-) -> tuple[torch.Tensor, torch.Tensor]:
+    values: torch.Tensor, lengths: Sequence[int] | np.ndarray, window: int
+) -> tuple[torch.Tensor, np.ndarray]:
     """Row-wise moving averages over ``window`` valid values ('valid' mode: n - w + 1 of
     them), rows shorter than the window kept as they are. Returns (values, new lengths)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
     if window <= 1 or values.shape[1] < window:
         return values, lengths
-    valid = torch.arange(values.shape[1])[None, :] < lengths[:, None]
+    device_lengths = _on(lengths, values.device)
+    valid = torch.arange(values.shape[1], device=values.device)[None, :] < device_lengths[:, None]
     cumulative = torch.nn.functional.pad(torch.where(valid, values, 0.0).cumsum(1), (1, 0))
     averaged = (cumulative[:, window:] - cumulative[:, :-window]) / window
-    long_enough = lengths >= window
+    long_enough = device_lengths >= window
     width = values.shape[1] - window + 1
     smoothed = torch.where(long_enough[:, None], averaged, values[:, :width])
     smoothed = torch.cat([smoothed, values[:, width:]], dim=1)  # short rows keep their tail
-    return smoothed, torch.where(long_enough, lengths - window + 1, lengths)
+    return smoothed, np.where(lengths >= window, lengths - window + 1, lengths)
+
+
+def _grid_index(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(document, position) of every entry of flat per-token values laid end to end."""
+    doc_index = np.repeat(np.arange(lengths.size), lengths)
+    offsets = np.cumsum(lengths) - lengths
+    return doc_index, np.arange(int(lengths.sum())) - offsets[doc_index]
 
 
 def document_scores(
     stats: TokenStats,
-    lengths: torch.Tensor,
+    lengths: Sequence[int],
     texts: Sequence[str],
     k_percentages: Sequence[int],
     ablation_k_percentages: Sequence[int],
@@ -86,13 +101,15 @@ def document_scores(
 ) -> dict[str, torch.Tensor]:
     """Aggregate flat per-token stats (documents laid end to end) into per-document scores.
 
-    ``lengths[i]`` is the number of scored tokens of document i; ``stats`` vectors have
-    ``lengths.sum()`` entries in document order. Returns float64 [docs] tensors keyed by
-    `minkscan.methods.single_pass_columns`, NaN for documents with no scored token.
+    ``lengths[i]`` (host integers) is the number of scored tokens of document i; ``stats``
+    vectors have ``sum(lengths)`` entries in document order. Every document is aggregated
+    at once on the stats' device, with no wait on it. Returns float64 [docs] tensors there,
+    keyed by `minkscan.methods.single_pass_columns` (DC-PDD apart, see `dcpdd_scores`), NaN
+    for documents with no scored token.
     """
-    lengths = lengths.to(torch.long).cpu()
-    n_docs = lengths.shape[0]
-    max_len = int(lengths.max()) if n_docs else 0
+    lengths = np.asarray(lengths, dtype=np.int64)
+    device = stats.target_logprob.device
+    n_docs, max_len = lengths.size, int(lengths.max()) if lengths.size else 0
     per_token = {
         "mink": stats.target_logprob,
         "minkpp": stats.minkpp(),
@@ -100,19 +117,19 @@ def document_scores(
         "minkpp_sigma": safe_divide(stats.target_logprob, stats.std_logprob),
         "gapk": safe_divide(stats.target_logprob - stats.top1_logprob, stats.std_logprob),
     }
-    doc_index = torch.repeat_interleave(torch.arange(n_docs), lengths)
-    offsets = torch.cumsum(lengths, 0) - lengths
-    column_index = torch.arange(int(lengths.sum())) - offsets[doc_index]
+    doc_index, column_index = (_on(index, device) for index in _grid_index(lengths))
     padded: dict[str, torch.Tensor] = {}
     for name, flat in per_token.items():
-        grid = torch.zeros(n_docs, max_len, dtype=torch.float64)
-        grid[doc_index, column_index] = flat.detach().to(torch.float64).cpu()
+        grid = torch.zeros(n_docs, max_len, dtype=torch.float64, device=device)
+        grid[doc_index, column_index] = flat.to(torch.float64)
         padded[name] = grid
 
-    nan = torch.full((n_docs,), float("nan"), dtype=torch.float64)
-    loss = torch.where(lengths > 0, padded["mink"].sum(1) / lengths.clamp_min(1), nan)
+    device_lengths = _on(lengths, device)
+    loss = torch.where(
+        device_lengths > 0, padded["mink"].sum(1) / device_lengths.clamp_min(1), float("nan")
+    )
     compressed = torch.tensor([max(1, zlib_length(t)) for t in texts], dtype=torch.float64)
-    scores = {"loss": loss, "zlib": loss / compressed}
+    scores = {"loss": loss, "zlib": loss / compressed.to(device, non_blocking=True)}
     counts = dict.fromkeys(padded, lengths)  # values per document behind each score
     padded["gapk"], counts["gapk"] = moving_average(padded["gapk"], lengths, gap_window)
     for method in SINGLE_PASS:
@@ -125,24 +142,34 @@ def document_scores(
     return scores
 
 
-def dcpdd_score(
+def dcpdd_scores(
     target_logprob: torch.Tensor,
-    target_ids: Sequence[int],
+    target_ids: np.ndarray,
+    lengths: Sequence[int],
     reference: ReferenceFrequencies,
     clip: float,
-) -> float:
-    """DC-PDD of one document (higher = member): over the first occurrence of each distinct
-    scored token, the mean of min(p(x_t) * -log p_ref(x_t), clip).
+) -> torch.Tensor:
+    """DC-PDD of each document (higher = member), all at once on the stats' device: over the
+    first occurrence of each distinct scored token of a document, the mean of
+    min(p(x_t) * -log p_ref(x_t), clip).
 
-    ``target_logprob[i]`` is log p of ``target_ids[i]``; p_ref comes from reference-corpus
-    token counts (`minkscan.text.frequencies`). Repeated tokens count once, as the paper's
-    code does, so a repeated rare token cannot dominate.
+    ``target_logprob[i]`` is log p of ``target_ids[i]`` (host), documents laid end to end
+    with ``lengths`` (host) tokens each; p_ref comes from reference-corpus token counts
+    (`minkscan.text.frequencies`). Which tokens come first, and their p_ref, are found on
+    the host from the ids alone. Repeated tokens count once, as the paper's code does, so a
+    repeated rare token cannot dominate. NaN for documents with no scored token.
     """
+    lengths = np.asarray(lengths, dtype=np.int64)
     ids = np.asarray(target_ids, dtype=np.int64)
-    if ids.size == 0:
-        return float("nan")
-    _, first = np.unique(ids, return_index=True)
-    first = np.sort(first)
-    probability = np.exp(target_logprob.detach().to(torch.float64).cpu().numpy()[first])
-    terms = probability * -reference.of(ids[first])
-    return float(np.minimum(terms, clip).mean())
+    doc_index = np.repeat(np.arange(lengths.size), lengths)
+    _, first = np.unique(doc_index * (int(ids.max(initial=0)) + 1) + ids, return_index=True)
+    doc_first, ids_first = doc_index[first], ids[first]
+    device = target_logprob.device
+    probability = target_logprob.index_select(0, _on(first, device)).to(torch.float64).exp()
+    nll = torch.from_numpy(-reference.of(ids_first)).to(device, non_blocking=True)
+    terms = torch.clamp(probability * nll, max=clip)
+    sums = torch.zeros(lengths.size, dtype=torch.float64, device=device)
+    sums.index_add_(0, _on(doc_first, device), terms)
+    counts = np.bincount(doc_first, minlength=lengths.size)
+    means = sums / _on(np.maximum(counts, 1), device)
+    return torch.where(_on(counts, device) > 0, means, float("nan"))

@@ -21,7 +21,7 @@ the logits of a (row slice, vocab slice) tile.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -43,6 +43,24 @@ class TokenStats:
     def minkpp(self) -> torch.Tensor:
         """Min-K%++ token score (log p - mu) / sigma; 0 where sigma is 0 (degenerate p)."""
         return safe_divide(self.target_logprob - self.mean_logprob, self.std_logprob)
+
+    def _map(self, function: Callable[[torch.Tensor], torch.Tensor]) -> TokenStats:
+        return TokenStats(*(function(getattr(self, name)) for name in _FIELDS))
+
+    def index_select(self, index: torch.Tensor) -> TokenStats:
+        """The stats of the positions ``index`` lists, in its order."""
+        return self._map(lambda values: values.index_select(0, index))
+
+    def slice(self, start: int, stop: int) -> TokenStats:
+        return self._map(lambda values: values[start:stop])
+
+    @staticmethod
+    def cat(parts: Sequence[TokenStats]) -> TokenStats:
+        """Stats laid end to end (e.g. the batches of one call, in launch order)."""
+        return TokenStats(*(torch.cat([getattr(part, name) for part in parts]) for name in _FIELDS))
+
+
+_FIELDS = ("target_logprob", "mean_logprob", "std_logprob", "top1_logprob")
 
 
 def safe_divide(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:

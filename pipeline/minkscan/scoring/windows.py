@@ -8,15 +8,7 @@ context and at least ``window - stride``.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass
-
-import torch
-
-from minkscan.scoring.token_stats import TokenStats
-
-STAT_FIELDS = tuple(field.name for field in dataclasses.fields(TokenStats))
 
 
 @dataclass(frozen=True)
@@ -47,13 +39,3 @@ def plan_windows(n_tokens: int, window: int, stride: int) -> list[Window]:
         start = windows[-1].start + stride
         windows.append(Window(start, min(start + window, n_tokens), windows[-1].end))
     return windows
-
-
-def select_positions(stats: TokenStats, positions: slice) -> TokenStats:
-    """The stats of a range of positions (e.g. one window's new predictions in a batch)."""
-    return TokenStats(*(getattr(stats, name)[positions] for name in STAT_FIELDS))
-
-
-def concat_token_stats(parts: Sequence[TokenStats]) -> TokenStats:
-    """Stats laid end to end: a document's windows in text order, or documents in order."""
-    return TokenStats(*(torch.cat([getattr(part, name) for part in parts]) for name in STAT_FIELDS))

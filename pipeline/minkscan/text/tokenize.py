@@ -133,6 +133,11 @@ def plan_batches(
 PACKED_ROW_TOKENS = 512
 
 
+def row_width(longest: int) -> int:
+    """Width of a packed row whose longest sequence has ``longest`` tokens."""
+    return max(longest, min(2 * longest, PACKED_ROW_TOKENS))
+
+
 def plan_packed_batches(
     lengths: Sequence[int], *, batch_tokens: int, max_rows: int
 ) -> list[list[list[int]]]:
@@ -146,8 +151,7 @@ def plan_packed_batches(
     remaining = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
     batches: list[list[list[int]]] = []
     while remaining:
-        longest = lengths[remaining[0]]
-        width = max(longest, min(2 * longest, PACKED_ROW_TOKENS))
+        width = row_width(lengths[remaining[0]])
         n_rows = max(1, min(max_rows, batch_tokens // width))
         rows: list[list[int]] = [[] for _ in range(n_rows)]
         free = [width] * n_rows
