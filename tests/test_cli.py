@@ -7,6 +7,7 @@ import importlib.metadata
 import subprocess
 import sys
 
+import polars as pl
 import pytest
 from minkscan.cli import build_parser, main
 
@@ -48,3 +49,48 @@ def test_a_failing_command_prints_one_line_and_v_adds_the_traceback(tmp_path, ca
     assert err.count("\n") == 1 and err.startswith("minkscan report: ")
     assert main(["-v", *args]) == 2
     assert "Traceback" in capsys.readouterr().err
+
+
+def test_a_yaml_error_names_the_file_or_the_set_key_with_line_and_column(tmp_path, capsys):
+    config = tmp_path / "bad.yaml"
+    config.write_text("scoring:\n  k_percentages: [10, 20\n")
+    assert main(["score", "--config", str(config), "--output", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{config}: invalid YAML at line 3, column 1" in err
+    assert main(["score", "--set", "scoring.k_percentages=[10,", "--output", "o"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "--set scoring.k_percentages=[10,: invalid YAML at line 1, column 5" in err
+
+
+def test_an_empty_set_value_is_refused_not_ignored(capsys):
+    assert main(["score", "--set", "scoring.max_tokens=", "--output", "o"]) == 2
+    assert "--set scoring.max_tokens= has no value" in capsys.readouterr().err
+
+
+def test_device_cuda_without_cuda_fails_in_one_line_before_ray_starts(
+    tiny_llama_dir, tmp_path, capsys
+):
+    import ray
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    pl.DataFrame({"text": ["Some text."]}).write_parquet(tmp_path / "in.parquet")
+    code = main(
+        [
+            "score",
+            "--input",
+            str(tmp_path / "in.parquet"),
+            "--output",
+            str(tmp_path / "out"),
+            "--model",
+            str(tiny_llama_dir),
+            "--device",
+            "cuda",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "model.device is 'cuda' but this machine has no CUDA device" in err
+    assert not ray.is_initialized() and not (tmp_path / "out").exists()

@@ -79,7 +79,7 @@ def test_second_local_scan_scores_only_new_and_changed_shards_and_diffs(
     scored = {row["group"]: row["n_scored"] for row in report["results"] if row["method"] == "loss"}
     assert {Path(g).name: n for g, n in scored.items()} == {"a.parquet": 2, "b.parquet": 1,
                                                             "c.parquet": 1}  # fmt: skip
-    diff = json.loads(second.diff_path.read_text())
+    diff = json.loads(Path(second.diff_path).read_text())
     assert diff["previous_scan"] is not None
     rows = {(Path(r["group"]).name, r["method"]): r for r in diff["results"]}
     assert rows[("c.parquet", "loss")]["flagged_before"] is None

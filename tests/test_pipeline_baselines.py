@@ -8,13 +8,12 @@ import re
 from pathlib import Path
 
 import polars as pl
-import pyarrow.fs as pafs
 import pytest
 import ray
 from minkscan.baselines.extra_pass import lowercase_scores, neighbor_scores, reference_scores
 from minkscan.config import build_config
 from minkscan.distributed.runner import run_scoring
-from minkscan.io.scores import OutputError, ScoreOutput
+from minkscan.io.scores import OutputError
 from minkscan.models.loading import load_model
 from minkscan.scorer import DocumentScorer
 
@@ -126,15 +125,15 @@ def test_resuming_with_other_baselines_fails_before_scoring_and_names_the_column
     tiny_llama_dir, tmp_path
 ):
     pl.DataFrame({"id": IDS[:1], "text": TEXTS[:1]}).write_parquet(tmp_path / "in.parquet")
-    earlier = ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out"))
-    earlier.create(["id", "n_tokens", "status", "loss"], {"piece_rows": 50_000})
     overrides = {
         "model.name": str(tiny_llama_dir),
         "data.input": [str(tmp_path / "in.parquet")],
         "data.output": str(tmp_path / "out"),
-        "baselines.lowercase": True,
     }
-    with pytest.raises(
-        OutputError, match=r"other columns \(\['id', 'n_tokens', 'status', 'loss'\]"
-    ):
-        run_scoring(build_config({}, overrides))
+    run_scoring(build_config({}, overrides))
+    written = sorted(path.name for path in (tmp_path / "out").iterdir())
+    with pytest.raises(OutputError, match="holds scores of another run") as refused:
+        run_scoring(build_config({}, overrides | {"baselines.lowercase": True}))
+    assert "baselines.lowercase: False -> True" in str(refused.value)
+    assert "lowercase_n_tokens'" in str(refused.value)  # the columns it would add
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == written

@@ -4,6 +4,7 @@ costs another row, another shard or a file minkscan did not write."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import polars as pl
@@ -216,11 +217,14 @@ def test_a_rerun_over_a_complete_output_reads_no_input_row(tiny_llama_dir, tmp_p
     path = tmp_path / "in.parquet"
     pq.write_table(pa.table({"text": ["One text.", "Two texts."]}), path, compression="none")
     assert score(tiny_llama_dir, path, tmp_path / "out") == 0
-    # Break every data page but keep the footer: only a run that reads rows would notice.
+    # Break every data page but keep the footer, size and modification time: only a run that
+    # reads rows would notice.
+    stat = path.stat()
     raw = bytearray(path.read_bytes())
     start = pq.ParquetFile(path).metadata.row_group(0).column(0).data_page_offset
     raw[start : start + 24] = b"\xde\xad\xbe\xef" * 6
     path.write_bytes(bytes(raw))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     capsys.readouterr()
 
     assert score(tiny_llama_dir, path, tmp_path / "out") == 0

@@ -15,7 +15,8 @@ import pytest
 import ray
 from minkscan.cli import main
 from minkscan.config import ConfigError, ScanConfig, build_config
-from minkscan.distributed import runner
+from minkscan.distributed import pipeline, session
+from minkscan.distributed.pipeline import Destination, score_stages
 from minkscan.distributed.runner import run_scoring
 from minkscan.distributed.stages import ScoreStage
 from minkscan.io.scores import ScoreOutput
@@ -203,7 +204,7 @@ def test_killed_scoring_actor_is_replaced_and_its_batches_retried(
                 log.write(f"{os.getpid()}\n")
             return scored
 
-    monkeypatch.setattr(runner, "ScoreStage", ScoreStageKilledOnce)
+    monkeypatch.setattr(pipeline, "ScoreStage", ScoreStageKilledOnce)
     texts = [f"Document {i}: " + TEXTS[i % 2] * (1 + i % 5) for i in range(120)]
     write_shards(tmp_path / "in", texts, per_shard=20)
     config = make_config(
@@ -266,16 +267,22 @@ def test_minkscan_score_reads_and_writes_s3(tiny_llama_dir, tmp_path, s3_server,
     assert json.loads(manifest["Body"].read())["config"]["data"]["s3"]["secret_access_key"] == "***"
 
 
+def warn_if_too_small(config) -> None:
+    """The capacity check of a run of ``config``'s stages."""
+    where = Destination(pafs.LocalFileSystem(), "/nowhere", has_ids=False)
+    session.warn_if_too_small(config, score_stages(config, where))
+
+
 def test_a_cluster_smaller_than_the_run_gets_a_warning_before_work(
     tiny_llama_dir, tmp_path, caplog
 ):
     """Actors holding every CPU leave none for the read tasks: the run would wait, so it says
     so (a cluster may still be growing, so it is a warning, not an error)."""
     big = make_config(tiny_llama_dir, [], tmp_path / "out", **{"ray.cpus_per_actor": 8.0})
-    with caplog.at_level("WARNING", logger="minkscan.distributed.runner"):
-        runner.warn_if_too_small(make_config(tiny_llama_dir, [], tmp_path / "out"))
+    with caplog.at_level("WARNING", logger="minkscan.distributed.session"):
+        warn_if_too_small(make_config(tiny_llama_dir, [], tmp_path / "out"))
         assert not caplog.records
-        runner.warn_if_too_small(big)
+        warn_if_too_small(big)
     assert "the Ray cluster has 3 CPUs but this run needs at least 9.5" in caplog.text
 
 
@@ -289,8 +296,8 @@ def test_too_few_gpus_is_an_error_before_work_on_the_local_ray_and_a_warning_on_
     gpus = {"ray.gpus_per_actor": 2}
     local = make_config(tiny_llama_dir, [], tmp_path / "out", **gpus)
     with pytest.raises(ConfigError, match=r"needs 2 GPUs .* the Ray cluster has 0"):
-        runner.warn_if_too_small(local)
+        warn_if_too_small(local)
     cluster = make_config(tiny_llama_dir, [], tmp_path / "out", **gpus, **{"ray.address": "auto"})
-    with caplog.at_level("WARNING", logger="minkscan.distributed.runner"):
-        runner.warn_if_too_small(cluster)
+    with caplog.at_level("WARNING", logger="minkscan.distributed.session"):
+        warn_if_too_small(cluster)
     assert "it waits for GPU nodes" in caplog.text

@@ -63,7 +63,7 @@ def test_report_renders_with_no_console_messages_and_a_screenshot(tmp_path: Path
         frame.filter(pl.col("label") == 0), frame.filter(pl.col("label") == 1), n_resamples=50
     )
     report = build_report(frame.lazy(), calibration, model="tiny-model")
-    html_path = write_report(report, tmp_path)[0]
+    html_path = Path(write_report(report, tmp_path)[0])
     screenshot = tmp_path / "report.png"
     assert render(html_path, screenshot) == []
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

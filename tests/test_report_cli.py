@@ -89,3 +89,40 @@ def test_report_on_scores_without_the_group_column_says_how_to_keep_it(tmp_path,
                  str(tmp_path / "r")])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2 and "--keep-columns dataset" in err and "Traceback" not in err
+
+
+def test_calibrate_and_report_write_to_s3_where_asked(tmp_path, capsys, s3_server, monkeypatch):
+    endpoint, client = s3_server
+    for name, value in {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)  # fmt: skip
+    rng = np.random.default_rng(0)
+    pl.DataFrame({"id": [f"d{i}" for i in range(40)], "status": ["ok"] * 40,
+                  "n_tokens": [9] * 40, "minkpp_k20": rng.normal(size=40),
+                  "label": [0] * 30 + [1] * 10}).write_parquet(tmp_path / "s.parquet")  # fmt: skip
+    assert main(["calibrate", "--input", str(tmp_path / "s.parquet"),
+                 "--output", "s3://corpus/audit/cal.json"]) == 0  # fmt: skip
+    assert "wrote s3://corpus/audit/cal.json" in capsys.readouterr().out
+    assert (
+        main(
+            [
+                "report",
+                "--input",
+                str(tmp_path / "s.parquet"),
+                "--calibration",
+                "s3://corpus/audit/cal.json",
+                "--output",
+                "s3://corpus/audit/report",
+            ]
+        )
+        == 0
+    )
+    assert "wrote s3://corpus/audit/report/report.html" in capsys.readouterr().out
+    keys = {o["Key"] for o in client.list_objects_v2(Bucket="corpus")["Contents"]}
+    assert {"audit/cal.json", "audit/report/report.html", "audit/report/report.md",
+            "audit/report/report.json"} <= keys  # fmt: skip
+    assert not any(Path.cwd().glob("s3:*"))  # nothing landed in a local folder named s3:

@@ -100,7 +100,7 @@ def test_html_opens_with_the_verdict_and_hides_other_methods_in_a_fold(
     calibrated, audited, tmp_path
 ) -> None:
     report = build_report(audited.lazy(), calibrated, group_column="group", model="my-model")
-    page = write_report(report, tmp_path)[0].read_text()
+    page = Path(write_report(report, tmp_path)[0]).read_text()
     body = page.split("<body>")[1]
     assert body.index('class="verdict yes"') < body.index("<table")
     assert "my-model" in body and "minkpp_k20" in body
@@ -177,7 +177,7 @@ def test_markdown_cells_escape_markdown_and_html(calibrated, tmp_path) -> None:
     rows = pl.DataFrame({"id": ["a|b", "c"], "group": ["<b>g|1</b>", "[x](y)"],
                          "status": ["ok"] * 2, "minkpp_k20": [5.0, -5.0]})  # fmt: skip
     report = build_report(rows.lazy(), calibrated, group_column="group")
-    markdown = write_report(report, tmp_path)[1].read_text()
+    markdown = Path(write_report(report, tmp_path)[1]).read_text()
     assert "<b>" not in markdown and "&lt;b&gt;g\\|1&lt;/b&gt;" in markdown
     tables: list[list[int]] = [[]]
     for line in markdown.splitlines():

@@ -338,6 +338,34 @@ class ScanConfig(_Section):
     baselines: BaselinesConfig = Field(default_factory=BaselinesConfig)
 
 
+# Settings that change how fast or where scores are computed, never their values: they may
+# differ between the runs that fill one output (every other setting must not).
+SCORE_NEUTRAL = {
+    "scoring": {
+        "batch_tokens", "max_batch_size", "packing", "padding_side", "head", "row_chunk",
+        "vocab_chunk", "compile_reduction",
+    },
+    "baselines": {
+        "reference_model", "reference_num_actors", "reference_cpus_per_actor",
+        "reference_gpus_per_actor",
+    },
+}  # fmt: skip
+# The data settings that decide what is scored (the others: where from, how many at a time).
+SCORED_DATA = ("text_column", "id_column", "format")
+
+
+def score_settings(config: ScanConfig) -> dict[str, Any]:
+    """Every setting that changes a score, by section (the models' identities apart: see
+    `minkscan.models.identity`)."""
+    dumped = config.model_dump(mode="json")
+    settings = {
+        section: {k: v for k, v in dumped[section].items() if k not in neutral}
+        for section, neutral in SCORE_NEUTRAL.items()
+    }
+    settings["data"] = {key: dumped["data"][key] for key in SCORED_DATA}
+    return settings
+
+
 def _format_validation_error(error: ValidationError) -> str:
     lines = []
     for item in error.errors():
@@ -377,6 +405,14 @@ def build_config(
         raise ConfigError(_format_validation_error(error)) from None
 
 
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML error as 'invalid YAML at line L, column C: problem' (1-based)."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    return f"invalid YAML{where}: {problem}"
+
+
 def load_config(
     path: str | Path | None = None, overrides: dict[str, Any] | None = None
 ) -> ScanConfig:
@@ -386,7 +422,10 @@ def load_config(
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"config file not found: {path}")
-        loaded = yaml.safe_load(path.read_text()) or {}
+        try:
+            loaded = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as error:
+            raise ConfigError(f"{path}: {yaml_problem(error)}") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping of sections")
         raw = loaded

@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from minkscan.errors import UserError
+from minkscan.io.paths import read_text, write_text
 from minkscan.methods import DEFAULT_PRIMARY, score_columns
 from minkscan.statistics import auroc, clopper_pearson
 
@@ -68,18 +69,15 @@ class Calibration:
     methods: dict[str, MethodCalibration] = field(default_factory=dict)
     model: str | None = None  # the model that scored the calibration set, when known
 
-    def write(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(self), indent=2))
-        return path
+    def write(self, path: str | Path) -> str:
+        """Write the calibration as JSON to a local path or an ``s3://`` URI."""
+        return write_text(str(path), json.dumps(asdict(self), indent=2))
 
 
 def load_calibration(path: str | Path) -> Calibration:
     """Read a calibration JSON written by `Calibration.write` (a clear error otherwise)."""
-    path = Path(path)
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(read_text(str(path)))
         methods = {name: MethodCalibration(**value) for name, value in raw.pop("methods").items()}
         return Calibration(methods=methods, **raw)
     except FileNotFoundError:

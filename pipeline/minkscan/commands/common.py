@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from minkscan.config import ConfigError, ScanConfig, load_config
+from minkscan.config import ConfigError, ScanConfig, load_config, yaml_problem
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,13 +50,20 @@ def _int_or_auto(value: str) -> int | str:
 
 
 def parse_set(pairs: list[str]) -> dict[str, Any]:
-    """``["a.b=1", ...]`` as dotted-key overrides, each value read as YAML."""
+    """``["a.b=1", ...]`` as dotted-key overrides, each value read as YAML (``null`` for
+    none: an empty value is refused, not read as one)."""
     overrides = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
+        key = key.strip()
+        if not sep or not key:
             raise ConfigError(f"--set takes KEY=VALUE, got '{pair}'")
-        overrides[key.strip()] = yaml.safe_load(value)
+        if not value.strip():
+            raise ConfigError(f"--set {key}= has no value (write --set {key}=null for none)")
+        try:
+            overrides[key] = yaml.safe_load(value)
+        except yaml.YAMLError as error:
+            raise ConfigError(f"--set {key}={value}: {yaml_problem(error)}") from None
     return overrides
 
 

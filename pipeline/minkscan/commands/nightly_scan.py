@@ -24,7 +24,7 @@ import pyarrow.fs as pafs
 from minkscan.calibration.threshold import Calibration
 from minkscan.config import ScanConfig
 from minkscan.distributed.runner import run_scoring
-from minkscan.io.paths import filesystem_for, fs_path
+from minkscan.io.paths import filesystem_for, fs_path, join, write_text
 from minkscan.io.scores import ScoreOutput
 from minkscan.io.sources import discover
 from minkscan.reporting.render import json_summary, write_report
@@ -101,8 +101,8 @@ def diff_results(previous: list[dict], current: list[dict]) -> list[dict]:
 @dataclass(frozen=True)
 class NightlyResult:
     changes: ShardChanges
-    report_paths: list[Path]
-    diff_path: Path
+    report_paths: list[str]
+    diff_path: str
 
 
 def nightly_scan(
@@ -164,8 +164,7 @@ def nightly_scan(
         "unchanged": changes.unchanged,
         "results": diff_results(manifest["results"], summary["results"]),
     }
-    diff_path = Path(report_dir) / "diff.json"
-    diff_path.write_text(json.dumps(diff, indent=2))
+    diff_path = write_text(join(str(report_dir), "diff.json"), json.dumps(diff, indent=2))
     new_manifest = {
         "scanned_at": diff["scanned_at"],
         "scans": manifest.get("scans", 0) + 1,

@@ -17,7 +17,10 @@ import pyarrow.fs as pafs
 import ray
 
 from minkscan.config import ScanConfig
-from minkscan.distributed.runner import LIGHT_TASK_CPUS, quiet_unless_terminal, ray_session
+from minkscan.distributed.pipeline import LIGHT_TASK_CPUS
+from minkscan.distributed.progress import quiet_unless_terminal
+from minkscan.distributed.session import ray_session
+from minkscan.distributed.spec import StageSpec
 from minkscan.distributed.stages import load_tokenizer
 from minkscan.io.paths import filesystem_for
 from minkscan.io.sources import (
@@ -82,25 +85,19 @@ def count_tokens(config: ScanConfig, output: str) -> FrequencySummary:
     pieces = plan_inputs(fs, data, id_column="").pieces
     if not pieces:  # every shard was bad and skipped
         raise InputError(f"the inputs hold no rows: {', '.join(data.input)}")
-    with quiet_unless_terminal(), ray_session(config):
+    stages = [
+        StageSpec("read", _read_texts, {"fs": fs, "text_column": data.text_column},
+                  cpus=LIGHT_TASK_CPUS, batch_rows=1),
+        StageSpec("count", CountTokens, {"config": config}, cpus=1,
+                  batch_rows=config.ray.block_rows,
+                  pool=(config.ray.num_actors, config.ray.num_actors)),
+    ]  # fmt: skip
+    with quiet_unless_terminal(), ray_session(config, stages):
         dataset = ray.data.from_items(
             [piece_descriptor(piece) for piece in pieces], override_num_blocks=len(pieces)
         )
-        dataset = dataset.map_batches(
-            _read_texts,
-            fn_kwargs={"fs": fs, "text_column": data.text_column},
-            batch_format="pyarrow",
-            batch_size=1,
-            num_cpus=LIGHT_TASK_CPUS,
-        )
-        dataset = dataset.map_batches(
-            CountTokens,
-            fn_constructor_kwargs={"config": config},
-            batch_format="pyarrow",
-            batch_size=config.ray.block_rows,
-            compute=ray.data.ActorPoolStrategy(size=config.ray.num_actors),
-            num_cpus=1,
-        )
+        for spec in stages:
+            dataset = spec.apply(dataset)
         total, documents, tokens = None, 0, 0
         for batch in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
             for counts in batch["counts"].to_numpy(zero_copy_only=False):

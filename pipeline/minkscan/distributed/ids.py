@@ -18,14 +18,23 @@ import ray
 from ray.data.context import ShuffleStrategy
 
 from minkscan.distributed.context import data_context
-from minkscan.io.sources import ID, InputError, piece_descriptor, piece_from_descriptor, read_ids
+from minkscan.io.scores import ScoreOutput
+from minkscan.io.sources import (
+    ID,
+    InputError,
+    Piece,
+    ShardError,
+    piece_descriptor,
+    piece_from_descriptor,
+    read_ids,
+)
 
 if TYPE_CHECKING:
-    from minkscan.config import ScanConfig
-    from minkscan.distributed.runner import RunPlan
+    from minkscan.config import DataConfig
 
 EXAMPLES = 5
 ID_PARTITIONS = 4
+ID_TASK_CPUS = 0.25
 COUNT = "count()"
 
 
@@ -51,11 +60,20 @@ class IdReport:
         return ", ".join(parts)
 
 
-def _ids(batch: pa.Table, *, fs: pafs.FileSystem, id_column: str) -> pa.Table:
-    arrays = [
-        read_ids(fs, piece_from_descriptor(descriptor), id_column)
-        for descriptor in batch["piece"].to_pylist()
-    ]
+def _ids(
+    batch: pa.Table, *, fs: pafs.FileSystem, id_column: str, output_root: str, skip_bad: bool
+) -> pa.Table:
+    """The ids of each piece; a piece that cannot be read fails the run naming its shard,
+    or with ``skip_bad`` is recorded as a bad shard (as the read stage would) and skipped."""
+    arrays = []
+    for descriptor in batch["piece"].to_pylist():
+        piece = piece_from_descriptor(descriptor)
+        try:
+            arrays.append(read_ids(fs, piece, id_column))
+        except ShardError as error:
+            if not skip_bad:
+                raise
+            ScoreOutput(fs, output_root).mark_bad(piece.file, str(error))
     return pa.table({ID: pa.concat_arrays(arrays) if arrays else pa.array([], pa.string())})
 
 
@@ -75,19 +93,25 @@ def _totals(groups: pa.Table) -> pa.Table:
     )
 
 
-def check_ids(config: ScanConfig, plan: RunPlan) -> IdReport:
+def check_ids(
+    data: DataConfig, pieces: list[Piece], fs: pafs.FileSystem, output_root: str
+) -> IdReport:
     """Count repeated and null ids over every input piece; with ``require_unique_ids``
-    raise InputError (before any scoring) when there are any."""
-    data = config.data
+    raise InputError (before any scoring) when there are any. Shards that cannot be read
+    are skipped and recorded under ``data.skip_bad_shards``, else fail the run."""
     ids = ray.data.from_items(
-        [piece_descriptor(piece) for piece in plan.pieces],
-        override_num_blocks=len(plan.pieces),
+        [piece_descriptor(piece) for piece in pieces], override_num_blocks=len(pieces)
     ).map_batches(
         _ids,
         batch_format="pyarrow",
         batch_size=1,
-        num_cpus=0.25,
-        fn_kwargs={"fs": plan.fs, "id_column": data.id_column},
+        num_cpus=ID_TASK_CPUS,
+        fn_kwargs={
+            "fs": fs,
+            "id_column": data.id_column,
+            "output_root": output_root,
+            "skip_bad": data.skip_bad_shards,
+        },
     )
     report = IdReport()
     # A handful of partitions: the id column is small next to the documents it names.

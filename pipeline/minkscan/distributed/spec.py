@@ -1,0 +1,76 @@
+"""A pipeline stage declared as data: what runs, with which arguments, on which resources,
+how many rows at a time, in how many actors, and which output columns it adds.
+
+A run's Ray Data wiring (`StageSpec.apply`), its capacity check (`required_cpus`,
+`required_gpus`) and its score files' columns all derive from one list of these, so a stage
+is added or changed in one place (as NeMo Curator's stages declare inputs, outputs and
+resources).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One ``map_batches`` stage.
+
+    ``fn`` is a function (run as Ray tasks, ``kwargs`` its keyword arguments) or a class
+    (run in an actor pool of ``pool = (min, max)`` actors, ``kwargs`` its constructor's).
+    ``batch_rows`` rows reach one call (None: a whole block). A GPU stage asks Ray for its
+    GPUs only, as Ray Data documents: Ray then reserves one CPU with each of its actors.
+    ``adds`` lists the output columns it writes into the score files, in their order.
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    kwargs: dict[str, Any]
+    cpus: float
+    gpus: float = 0.0
+    batch_rows: int | None = None
+    pool: tuple[int, int] | None = None
+    adds: tuple[str, ...] = ()
+    remote_args: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def held_cpus(self) -> float:
+        """CPUs one task or actor of this stage holds on its node."""
+        return 1.0 if self.gpus else self.cpus
+
+    def resources(self) -> dict[str, float]:
+        return {"num_gpus": self.gpus} if self.gpus else {"num_cpus": self.cpus}
+
+    def apply(self, dataset: ray.data.Dataset) -> ray.data.Dataset:
+        """``dataset`` with this stage mapped over it (pyarrow batches)."""
+        arguments = "fn_constructor_kwargs" if self.pool else "fn_kwargs"
+        compute = (
+            {"compute": ray.data.ActorPoolStrategy(min_size=self.pool[0], max_size=self.pool[1])}
+            if self.pool else {}
+        )  # fmt: skip
+        return dataset.map_batches(
+            self.fn,
+            batch_format="pyarrow",
+            batch_size=self.batch_rows,
+            **{arguments: self.kwargs},
+            **compute,
+            **self.resources(),
+            **self.remote_args,
+        )
+
+
+def required_cpus(stages: Sequence[StageSpec]) -> float:
+    """Logical CPUs the stages hold at their minimum: each actor pool's minimum, and one
+    task of each task stage."""
+    return sum(spec.held_cpus * (spec.pool[0] if spec.pool else 1) for spec in stages)
+
+
+def required_gpus(stages: Sequence[StageSpec]) -> tuple[float, float]:
+    """GPUs the actor pools hold at their minimum, and the most one actor needs on a node."""
+    actors = [spec for spec in stages if spec.pool]
+    total = sum(spec.gpus * spec.pool[0] for spec in actors)
+    return total, max((spec.gpus for spec in actors), default=0.0)
