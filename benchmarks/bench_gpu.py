@@ -8,8 +8,9 @@ B x T batch of random token ids:
   (b) reference  per-document loop in the style of the paper's code: one document at a time,
                  full float32 log-softmax, sigma from E[x^2] - mu^2, a sort per k;
   (c) scorer     `DocumentScorer` (packed batches by token budget, inference_mode, head
-                 path chosen by the start-up probes: on CUDA the faster of the Triton kernel
-                 and the torch tiles).
+                 path chosen by the start-up probes: on CUDA the fastest of the Triton
+                 kernel, cuBLAS chunks with a Triton row pass and the torch tiles; the body
+                 eager, or compiled with ``--compile``).
 
 Prints tokens/s and peak memory of each, the ratios (c)/(a) time (target <= 1.0) and
 (b)/(c) time (target >= 20), and MFU of (c) against the bf16 peak of a large matmul timed in
@@ -208,9 +209,10 @@ def bench_model(
     tokens: int,
     repeats: int,
     head: str = "auto",
+    compile_body: bool = False,
 ) -> dict[str, float | str]:
     """Times (a), (b), (c) of ``model`` (see `build`) on one batch x tokens batch of random
-    ids; returns the figures."""
+    ids; returns the figures. ``compile_body``: (c) with the model body compiled."""
     vocab = model.config.vocab_size
     ids = torch.randint(64, vocab, (batch, tokens), device=device)
     mask = torch.ones_like(ids)
@@ -222,6 +224,7 @@ def bench_model(
         batch_tokens=batch * tokens,
         max_batch_size=batch,
         head=head,
+        compile=compile_body,
     )
     scorer = DocumentScorer(LoadedModel(name, model, probe_tokenizer()), scoring)
 
@@ -284,7 +287,10 @@ def main() -> None:
         default=None,
         help="cut models to this many layers (default: full on CUDA, 2 on CPU)",
     )
-    parser.add_argument("--head", default="auto", choices=["auto", "fused", "logits", "triton"])
+    parser.add_argument(
+        "--head", default="auto", choices=["auto", "fused", "chunked", "logits", "triton"]
+    )
+    parser.add_argument("--compile", action="store_true", help="(c) with the body compiled")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     args = parser.parse_args()
     if args.device == "auto":
@@ -310,6 +316,7 @@ def main() -> None:
             tokens=args.tokens,
             repeats=args.repeats,
             head=args.head,
+            compile_body=args.compile,
         )
         print_result(result, device)
 

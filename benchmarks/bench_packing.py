@@ -62,9 +62,10 @@ def mixes(vocab: int, n_docs: int, cap: int, seed: int) -> dict[str, list[Encode
 
 
 def shares(
-    documents: list[EncodedDocument], scoring: ScoringConfig, block: int
+    documents: list[EncodedDocument], scorer: DocumentScorer, block: int
 ) -> tuple[float, float]:
-    """Padding share of bucketed and of packed plans, over all blocks (position-weighted)."""
+    """Padding share of bucketed and of packed plans, over all blocks (position-weighted),
+    under ``scorer``'s token budget and row cap."""
     padded_plan: list[list[list[int]]] = []
     packed_plan: list[list[list[int]]] = []
     lengths = [len(doc.input_ids) for doc in documents]
@@ -72,11 +73,11 @@ def shares(
         indices = list(range(start, min(start + block, len(lengths))))
         local = [lengths[i] for i in indices]
         buckets = plan_batches(
-            local, batch_tokens=scoring.batch_tokens, max_batch_size=scoring.max_batch_size
+            local, batch_tokens=scorer.batch_tokens, max_batch_size=scorer.max_rows
         )
         padded_plan += [[[indices[j]] for j in batch] for batch in buckets]
         packed = plan_packed_batches(
-            local, batch_tokens=scoring.batch_tokens, max_rows=scoring.max_batch_size
+            local, batch_tokens=scorer.batch_tokens, max_rows=scorer.max_rows
         )
         packed_plan += [[[indices[j] for j in row] for row in rows] for rows in packed]
     return padding_share(padded_plan, lengths), padding_share(packed_plan, lengths)
@@ -118,13 +119,12 @@ def compare(
     }
     if not scorers[True].packing:
         raise RuntimeError("this model's attention does not keep packed documents apart")
-    scoring = scorers[True].scoring
     vocab = loaded.model.get_input_embeddings().weight.shape[0]
     rows = []
     for name, documents in mixes(vocab, docs, max_tokens, seed=0).items():
         if name not in names:
             continue
-        bucketed, packed = shares(documents, scoring, block_rows)
+        bucketed, packed = shares(documents, scorers[True], block_rows)
         speed = tokens_per_second(scorers, documents[:block_rows], repeats)
         rows.append(
             {

@@ -116,6 +116,13 @@ class ScoringConfig(_Section):
         description="Score documents longer than max_tokens with sliding windows of max_tokens "
         "advancing by this many tokens (see minkscan.scoring.windows); None truncates.",
     )
+    compile: bool | Literal["auto"] = Field(
+        "auto",
+        description="torch.compile the model body, fed packed batches of a few fixed shapes "
+        "(each compiles once): 'auto' on CUDA where the expected work pays for the compile "
+        "time, true anywhere, false never. Kept only where its first batch of each shape "
+        "matches eager and runs faster (minkscan.models.compiled).",
+    )
     compile_reduction: bool = Field(
         False,
         description="torch.compile the per-tile reduction: same numbers, about half the "
@@ -343,7 +350,7 @@ class ScanConfig(_Section):
 SCORE_NEUTRAL = {
     "scoring": {
         "batch_tokens", "max_batch_size", "packing", "padding_side", "head", "row_chunk",
-        "vocab_chunk", "compile_reduction",
+        "vocab_chunk", "compile", "compile_reduction",
     },
     "baselines": {
         "reference_model", "reference_num_actors", "reference_cpus_per_actor",

@@ -27,6 +27,7 @@ import torch
 
 from minkscan.config import ModelConfig, ScoringConfig
 from minkscan.methods import single_pass_columns
+from minkscan.models.compiled import Body, fixed_width
 from minkscan.models.forward import Segment, Tiles, TokenBatch, batch_token_stats
 from minkscan.models.loading import LoadedModel, load_model
 from minkscan.models.probes import choose_head_path, packing_agrees
@@ -52,12 +53,18 @@ CPU_MAX_ROWS = 64
 # Texts tokenised at a time by `DocumentScorer.score_frame` (the next chunk is tokenised
 # while the device scores the previous one).
 FRAME_CHUNK = 1024
+# A rough count of tokens from characters, for estimates only (English BPE: ~4).
+CHARS_PER_TOKEN = 4
 
 
 class DocumentScorer:
     """Scores tokenised documents with every single-pass method in one forward pass each."""
 
-    def __init__(self, loaded: LoadedModel, scoring: ScoringConfig) -> None:
+    def __init__(
+        self, loaded: LoadedModel, scoring: ScoringConfig, expected_tokens: int | None = None
+    ) -> None:
+        """``expected_tokens``: how much this scorer is likely to score (decides whether
+        compiling the model body pays, `minkscan.models.compiled`)."""
         self.loaded = loaded
         self.scoring = scoring
         self.columns = single_pass_columns(scoring)
@@ -89,6 +96,8 @@ class DocumentScorer:
         self.max_rows = scoring.max_batch_size or (
             CPU_MAX_ROWS if loaded.device.type != "cuda" else self.batch_tokens
         )
+        compile_mode = scoring.compile if self.packing and self.head is not None else False
+        self.body = Body(loaded.model, compile_mode, expected_tokens=expected_tokens)
 
     @property
     def head_path(self) -> str:
@@ -130,10 +139,19 @@ class DocumentScorer:
 
     def rows(self, rows: Sequence[Sequence[Segment]]) -> TokenBatch:
         """Rows of sequences as one batch: packed when the model allows it (then a row may
-        hold several), else padded (a row holds one)."""
+        hold several; in a compiled body's fixed shape when it has one), else padded (a row
+        holds one)."""
         if self.packing:
-            return TokenBatch.packed(rows, self.loaded.device)
+            shape = None
+            if self.body.fixed_shapes:
+                longest = max(len(ids) for row in rows for ids, _ in row)
+                width = fixed_width(row_width(longest))  # as `_plan_rows` planned it
+                shape = (self._fixed_rows(width), width)
+            return TokenBatch.packed(rows, self.loaded.device, shape)
         return self.pad([segment for row in rows for segment in row])
+
+    def _fixed_rows(self, width: int) -> int:
+        return max(1, min(self.max_rows, self.batch_tokens // width))
 
     def token_stats(self, batch: TokenBatch) -> TokenStats:
         """TokenStats of a batch's kept predictions by this scorer's head path."""
@@ -143,6 +161,7 @@ class DocumentScorer:
             head=self.head,
             tiles=self.tiles,
             compiled=self.scoring.compile_reduction,
+            body=self.body,
         )
 
     def windows(self, n_tokens: int) -> list[Window]:
@@ -190,8 +209,9 @@ class DocumentScorer:
     def _plan_rows(self, lengths: Sequence[int]) -> list[list[list[int]]]:
         """Forward batches as rows of piece indices (one per row unless packing)."""
         if self.packing:
+            widths = (lambda n: fixed_width(row_width(n))) if self.body.fixed_shapes else row_width
             return plan_packed_batches(
-                lengths, batch_tokens=self.batch_tokens, max_rows=self.max_rows
+                lengths, batch_tokens=self.batch_tokens, max_rows=self.max_rows, widths=widths
             )
         return [
             [[j] for j in batch]
@@ -366,5 +386,7 @@ def score_texts(
         loaded = model
     else:
         loaded = load_model(ModelConfig(name=model, **model_options))
-    scorer = DocumentScorer(loaded, ScoringConfig(**scoring_options))
-    return scorer.score_frame(list(texts))
+    texts = list(texts)
+    expected = sum(len(text) for text in texts if isinstance(text, str)) // CHARS_PER_TOKEN
+    scorer = DocumentScorer(loaded, ScoringConfig(**scoring_options), expected_tokens=expected)
+    return scorer.score_frame(texts)

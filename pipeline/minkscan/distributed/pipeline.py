@@ -33,11 +33,13 @@ STATUS, N_TOKENS = "status", "n_tokens"
 
 @dataclass(frozen=True)
 class Destination:
-    """Where a run reads from and writes to, as its stages need it."""
+    """Where a run reads from and writes to, and what it is about to read, as its stages
+    need it: whether the inputs have ids, and roughly how many tokens they hold."""
 
     fs: pafs.FileSystem
     output_root: str
-    has_ids: bool
+    has_ids: bool = False
+    expected_tokens: int | None = None
 
 
 def kept_input_columns(config: ScanConfig) -> tuple[str, ...]:
@@ -102,6 +104,11 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
                 "baselines": baselines,
                 "keep_text": keeps_text(config),
                 "gpus": int(ray_config.gpus_per_actor),
+                "expected_tokens": (
+                    None
+                    if where.expected_tokens is None
+                    else where.expected_tokens // ray_config.num_actors
+                ),
             },
             cpus=ray_config.cpus_per_actor,
             gpus=ray_config.gpus_per_actor,

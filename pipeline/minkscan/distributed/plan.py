@@ -27,6 +27,7 @@ from minkscan.io.scores import RunRecord, ScoreOutput
 from minkscan.io.sources import InputError, InputFile, Piece, plan_inputs, spec_roots
 from minkscan.models.identity import model_identity
 from minkscan.models.loading import check_model
+from minkscan.scorer import CHARS_PER_TOKEN
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def plan_run(config: ScanConfig) -> RunPlan:
     fs = filesystem_for([*data.input, data.output], data.s3)
     output = ScoreOutput(fs, fs_path(data.output))
     # The score files' columns (and clashes with kept ones) follow from the config alone.
-    columns = output_columns(config, score_stages(config, Destination(fs, output.root, False)))
+    columns = output_columns(config, score_stages(config, Destination(fs, output.root)))
     inputs = plan_inputs(
         fs, data, id_column=data.id_column, keep_columns=kept_input_columns(config)
     )
@@ -118,7 +119,6 @@ def plan_run(config: ScanConfig) -> RunPlan:
     for model in [config.model, config.baselines.reference_model]:
         if model is not None:
             check_model(model)
-    stages = score_stages(config, Destination(fs, output.root, inputs.has_ids))
     record = run_record(config, columns)
     output.check(record)
     output.check_inputs(files)
@@ -133,6 +133,9 @@ def plan_run(config: ScanConfig) -> RunPlan:
         bad |= {path: f"{known[path]['reason']} (found by an earlier run)" for path in recorded}
         pieces = [piece for piece in pieces if piece.file.path not in recorded]
     to_score, done_before, rows_before = resume(output, pieces)
+    expected = sum({piece.file.path: piece.file.size for piece in to_score}.values())
+    where = Destination(fs, output.root, inputs.has_ids, expected // CHARS_PER_TOKEN)
+    stages = score_stages(config, where)
     return RunPlan(fs, output, record, stages, files, pieces, to_score, done_before,
                    rows_before, bad, inputs.has_ids)  # fmt: skip
 

@@ -117,9 +117,10 @@ class ScoreStage:
         baselines: BaselinesConfig,
         keep_text: bool = False,
         gpus: int = 1,
+        expected_tokens: int | None = None,
     ) -> None:
         torch.set_num_threads(threads)
-        self.scorer = DocumentScorer(load_model(model, gpus), scoring)
+        self.scorer = DocumentScorer(load_model(model, gpus), scoring, expected_tokens)
         self.baselines = baselines
         self.keep_text = keep_text
         self.masked_lm = (

@@ -23,7 +23,7 @@ autograd graph is built, so nothing of a batch outlives it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -147,13 +147,23 @@ class TokenBatch:
         return cls._on(device, ids, positions, mask, keep, targets)
 
     @classmethod
-    def packed(cls, rows: Sequence[Sequence[Segment]], device: torch.device) -> TokenBatch:
+    def packed(
+        cls,
+        rows: Sequence[Sequence[Segment]],
+        device: torch.device,
+        shape: tuple[int, int] | None = None,
+    ) -> TokenBatch:
         """Each row's sequences back to back; a shorter row ends in filler that repeats its
         first token as one more sequence of its own, never kept (not the pad id, which
-        makes transformers warn about a missing attention mask)."""
+        makes transformers warn about a missing attention mask). With ``shape`` the batch
+        is exactly that many rows of that width (a compiled body's), extra rows filler."""
         width = max(sum(len(ids) for ids, _ in row) for row in rows)
-        ids = np.empty((len(rows), width), dtype=np.int64)
-        positions = np.empty((len(rows), width), dtype=np.int64)
+        n_rows = len(rows)
+        if shape is not None:
+            n_rows, width = shape
+            rows = [*rows, *[[(rows[0][0][0][:1], 0)]] * (n_rows - len(rows))]
+        ids = np.empty((n_rows, width), dtype=np.int64)
+        positions = np.empty((n_rows, width), dtype=np.int64)
         keep, targets = [], []
         for r, row in enumerate(rows):
             start = 0
@@ -215,16 +225,21 @@ def batch_token_stats(
     head: LinearHead | None,
     tiles: Tiles,
     compiled: bool = False,
+    body: Callable[[dict[str, torch.Tensor | None]], torch.Tensor] | None = None,
 ) -> TokenStats:
     """TokenStats of the batch's kept predictions, sequences in row order, tokens in text order.
 
-    With ``head`` the fused path is used, otherwise the model's logits are reduced;
-    ``compiled`` is passed on to the torch tile reduction. Nothing here waits for the
-    device: the result is queued work until something reads it.
+    With ``head`` the fused path is used (the final hidden states from ``body``, default the
+    eager base model; `minkscan.models.compiled.Body`), otherwise the model's logits are
+    reduced; ``compiled`` is passed on to the torch tile reduction. Nothing here waits for
+    the device: the result is queued work until something reads it.
     """
     inputs = batch.model_inputs()
     if head is not None:
-        hidden = model.base_model(**inputs, use_cache=False)[0]
+        if body is None:
+            hidden = model.base_model(**inputs, use_cache=False)[0]
+        else:
+            hidden = body(inputs)
         # A replica split over GPUs may end on another device than its (tied) head.
         rows = hidden.flatten(0, 1).index_select(0, batch.keep.to(hidden.device))
         del hidden

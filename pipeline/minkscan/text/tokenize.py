@@ -7,7 +7,7 @@ token (when the tokenizer did not) so that the first text token is scored too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -139,19 +139,23 @@ def row_width(longest: int) -> int:
 
 
 def plan_packed_batches(
-    lengths: Sequence[int], *, batch_tokens: int, max_rows: int
+    lengths: Sequence[int],
+    *,
+    batch_tokens: int,
+    max_rows: int,
+    widths: Callable[[int], int] = row_width,
 ) -> list[list[list[int]]]:
     """Group indices into batches of rows, several sequences per row (first fit, longest
     first), so that few positions of a forward pass are padding.
 
-    A batch's rows are as wide as its longest sequence -- twice that for short ones, up to
-    `PACKED_ROW_TOKENS` -- and hold at most ``batch_tokens`` positions together (at least
-    one row) in at most ``max_rows`` rows.
+    A batch's rows are ``widths(longest)`` wide (by default `row_width`: its longest
+    sequence, twice that for short ones, up to `PACKED_ROW_TOKENS`) and hold at most
+    ``batch_tokens`` positions together (at least one row) in at most ``max_rows`` rows.
     """
     remaining = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
     batches: list[list[list[int]]] = []
     while remaining:
-        width = row_width(lengths[remaining[0]])
+        width = widths(lengths[remaining[0]])
         n_rows = max(1, min(max_rows, batch_tokens // width))
         rows: list[list[int]] = [[] for _ in range(n_rows)]
         free = [width] * n_rows
