@@ -23,11 +23,11 @@ from minkscan.models.workspace import (
 
 LLAMA_1B = Shapes(hidden=2048, intermediate=8192, attention=2048, vocab=128_256, bytes_per_value=2)
 CUDA = torch.device("cuda")
-FREE = 40 * 2**30
+FREE = 8 * 2**30
 
 
 @pytest.fixture
-def gpu_with_40_gib_free(monkeypatch):
+def gpu_with_8_gib_free(monkeypatch):
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (FREE, 80 * 2**30))
 
 
@@ -35,7 +35,7 @@ def chunked_head() -> LinearHead:
     return LinearHead(weight=torch.empty(0), bias=None, softcap=None, kernel="chunked")
 
 
-@pytest.mark.usefixtures("gpu_with_40_gib_free")
+@pytest.mark.usefixtures("gpu_with_8_gib_free")
 def test_on_a_gpu_head_tiles_are_whole_vocabulary_rows_sized_from_free_memory():
     tiles = head_tiles(CUDA, LLAMA_1B, "chunked")
     assert tiles.vocab_chunk == LLAMA_1B.vocab
@@ -55,7 +55,7 @@ def test_on_a_cpu_tiles_and_batch_tokens_are_the_cpu_defaults():
     assert auto_batch_tokens(cpu, LLAMA_1B, None, CPU_TILES, 2048) == CPU_BATCH_TOKENS
 
 
-@pytest.mark.usefixtures("gpu_with_40_gib_free")
+@pytest.mark.usefixtures("gpu_with_8_gib_free")
 def test_on_a_gpu_batch_tokens_is_the_most_whose_bound_fits_the_free_memory():
     head = chunked_head()
     tiles = head_tiles(CUDA, LLAMA_1B, "chunked")
