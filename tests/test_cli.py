@@ -38,7 +38,9 @@ def test_every_command_names_input_output_and_config_the_same_way(command: str) 
     }
     assert {"--input", "--output"} <= flags
     if command in ("score", "benchmark", "nightly", "frequencies"):
-        assert {"--config", "--model", "--set", "--dtype", "--device", "--k", "--limit"} <= flags
+        assert {"--config", "--model", "--set", "--limit"} <= flags
+    if command in ("score", "benchmark", "nightly"):
+        assert {"--dtype", "--device", "--k", "--batch-tokens"} <= flags
 
 
 def test_a_failing_command_prints_one_line_and_v_adds_the_traceback(tmp_path, capsys) -> None:
@@ -94,3 +96,21 @@ def test_device_cuda_without_cuda_fails_in_one_line_before_ray_starts(
     assert code == 2 and err.count("\n") == 1, err
     assert "model.device is 'cuda' but this machine has no CUDA device" in err
     assert not ray.is_initialized() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_flag_says_what_it_does_and_its_default(command: str) -> None:
+    subparsers = next(a for a in build_parser()._actions if a.dest == "command")
+    silent = [
+        action.option_strings
+        for action in subparsers.choices[command]._actions
+        if action.option_strings and action.dest not in ("help", "verbose")
+        and not action.required and "default" not in (action.help or "")
+    ]  # fmt: skip
+    assert silent == []
+
+
+def test_frequencies_offers_only_the_flags_it_uses() -> None:
+    subparsers = next(a for a in build_parser()._actions if a.dest == "command")
+    flags = {f for a in subparsers.choices["frequencies"]._actions for f in a.option_strings}
+    assert not flags & {"--k", "--batch-tokens", "--dtype", "--device"}

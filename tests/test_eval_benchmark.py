@@ -55,7 +55,7 @@ def test_detailed_metric_table_adds_auroc_interval_tpr_at_1pct_and_fpr_at_95pct(
 def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_windows(
     tiny_llama_dir, tiny_gpt2_dir, tmp_path, capsys
 ):
-    texts = TRAINING_TEXT * 2
+    texts = TRAINING_TEXT * 2  # 12 per group; --limit 8 takes the first 8 of each
     paths = []
     for group in ("length32", "length64"):
         path = tmp_path / f"{group}.parquet"
@@ -65,6 +65,7 @@ def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_window
     args = ["benchmark", "--input", *paths, "--neighbors", "2", "--model", str(tiny_llama_dir)]
     args += ["--lowercase"]
     args += ["--ref-model", str(tiny_gpt2_dir), "--max-tokens", "24", "--window-stride", "16"]
+    args += ["--limit", "8"]
     code = main([*args, "--output", str(out), "--work-dir", str(work)])
     assert code == 0
     assert "Min-K%++" in capsys.readouterr().out
@@ -93,8 +94,8 @@ def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_window
     assert [row["method"] for row in tables["decomposition"]] == ["log p", "-mu", "/sigma", "both"]
     assert all(0.0 <= row["auroc_all"] <= 1.0 for row in tables["k_sweep"])
     scores = pl.read_parquet(out / "scores.parquet")
-    assert scores.height == 2 * len(texts) and scores["id"].n_unique() == scores.height
-    assert scores["group"].to_list() == ["length32"] * len(texts) + ["length64"] * len(texts)
+    assert scores.height == 2 * 8 and scores["id"].n_unique() == scores.height
+    assert scores["group"].to_list() == ["length32"] * 8 + ["length64"] * 8  # N per group
     # Every text is over --max-tokens: scored in full with sliding windows, Ref included.
     assert (scores["status"] == "windowed").all() and (scores["n_tokens"] > 24).all()
     assert (scores["ref_n_tokens"] > 24).all() and scores["ref"].null_count() == 0
@@ -119,7 +120,7 @@ def test_online_benchmark_reports_chunk_level_tables(tiny_llama_dir, tmp_path) -
     tables = json.loads((out / "tables.json").read_text())
     assert {"auroc_online", "tpr@0.05fpr_online"} <= set(tables["main"][0])
     chunks = pl.read_parquet(out / "scores.parquet")
-    assert {"id", "chunk", "token_start", "token_end", "label"} <= set(chunks.columns)
+    assert {"id", "chunk", "chunk_start", "chunk_end", "label"} <= set(chunks.columns)
 
 
 def test_group_with_one_class_names_the_group_in_the_error() -> None:

@@ -25,10 +25,10 @@ def test_chunks_tile_every_scored_token_once_in_order(scorer) -> None:
     for doc_id, text in (("a", LONG_TEXT), ("b", "short text")):
         rows = frame.filter(frame["id"] == doc_id).sort("chunk")
         n_scored = scorer.encode([text])[0].n_scored
-        assert rows["token_start"].to_list()[0] == 0
-        assert rows["token_start"].to_list()[1:] == rows["token_end"].to_list()[:-1]
-        assert rows["token_end"].to_list()[-1] == n_scored
-        assert all(e - s <= 16 for s, e in zip(rows["token_start"], rows["token_end"], strict=True))
+        assert rows["chunk_start"].to_list()[0] == 0
+        assert rows["chunk_start"].to_list()[1:] == rows["chunk_end"].to_list()[:-1]
+        assert rows["chunk_end"].to_list()[-1] == n_scored
+        assert all(e - s <= 16 for s, e in zip(rows["chunk_start"], rows["chunk_end"], strict=True))
 
 
 def test_chunk_scores_equal_offline_scores_of_same_tokens_with_same_prefix(scorer) -> None:
@@ -36,7 +36,7 @@ def test_chunk_scores_equal_offline_scores_of_same_tokens_with_same_prefix(score
     ids = scorer.encode([LONG_TEXT])[0].input_ids
     tokenizer = scorer.loaded.tokenizer
     for row in frame.iter_rows(named=True):
-        start, end = row["token_start"], row["token_end"]
+        start, end = row["chunk_start"], row["chunk_end"]
         # The same tokens, their prefix as context, one unchunked pass of the model's logits.
         prefix_stats = batch_token_stats(
             scorer.loaded.model,
@@ -81,6 +81,6 @@ def test_online_setting_labels_chunks_by_side_of_the_non_member_prefix(scorer) -
     )
     assert set(labelled["label"]) == {0, 1} and labelled.height < chunks.height
     for row in labelled.iter_rows(named=True):
-        predicted = range(row["token_start"] + 1, row["token_end"] + 1)
+        predicted = range(row["chunk_start"] + 1, row["chunk_end"] + 1)
         side = [token >= boundaries[row["id"]] for token in predicted]
         assert all(side) if row["label"] == 1 else not any(side)

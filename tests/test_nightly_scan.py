@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 from minkscan.calibration import calibrate
+from minkscan.cli import main
 from minkscan.commands.nightly_scan import MANIFEST_NAME, nightly_scan, plan_changes
 from minkscan.config import load_config
 
@@ -53,7 +54,7 @@ def test_changes_are_new_changed_unchanged_or_removed_by_fingerprint() -> None:
 
 
 def test_second_local_scan_scores_only_new_and_changed_shards_and_diffs(
-    tiny_llama_dir: Path, tmp_path: Path, calibration
+    tiny_llama_dir: Path, tmp_path: Path, calibration, capsys
 ) -> None:
     inputs, output = tmp_path / "in", tmp_path / "scores"
     inputs.mkdir()
@@ -65,10 +66,17 @@ def test_second_local_scan_scores_only_new_and_changed_shards_and_diffs(
 
     shard([TEXTS[4]], 2).write_parquet(inputs / "b.parquet")  # b changes
     shard([TEXTS[5]], 5).write_parquet(inputs / "c.parquet")  # c is new
-    second = nightly_scan(config, calibration, tmp_path / "report2")
-    names = {key: [Path(p).name for p in value] for key, value in vars(second.changes).items()}
-    assert names == {"new": ["c.parquet"], "changed": ["b.parquet"],
-                     "unchanged": ["a.parquet"], "removed": []}  # fmt: skip
+    capsys.readouterr()
+    calibration.write(tmp_path / "cal.json")
+    code = main(["nightly", "--input", str(inputs), "--output", str(output), "--model",
+                 str(tiny_llama_dir), "--device", "cpu", "--k", "20", "--set",
+                 "ray.block_rows=4", "--calibration", str(tmp_path / "cal.json"), "--report",
+                 str(tmp_path / "report2")])  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("nightly scan: 1 new, 1 changed, 1 unchanged, 0 removed")
+    assert printed[1].endswith("(minkpp_k20).")  # the verdict, as `report` prints it
+    assert sum(line.strip().startswith(("No evidence", "Evidence")) for line in printed) == 4
     manifest = json.loads((output / MANIFEST_NAME).read_text())
     runs = {Path(path).name: entry["run"] for path, entry in manifest["shards"].items()}
     assert runs == {"a.parquet": "run-0001", "b.parquet": "run-0002", "c.parquet": "run-0002"}
@@ -79,7 +87,7 @@ def test_second_local_scan_scores_only_new_and_changed_shards_and_diffs(
     scored = {row["group"]: row["n_scored"] for row in report["results"] if row["method"] == "loss"}
     assert {Path(g).name: n for g, n in scored.items()} == {"a.parquet": 2, "b.parquet": 1,
                                                             "c.parquet": 1}  # fmt: skip
-    diff = json.loads(Path(second.diff_path).read_text())
+    diff = json.loads((tmp_path / "report2" / "diff.json").read_text())
     assert diff["previous_scan"] is not None
     rows = {(Path(r["group"]).name, r["method"]): r for r in diff["results"]}
     assert rows[("c.parquet", "loss")]["flagged_before"] is None

@@ -14,7 +14,8 @@ import polars as pl
 import pytest
 from helpers import corrupt_pages, score, score_process, scores, write_parquet
 from minkscan.config import S3Config
-from minkscan.io.lease import LEASE, OutputBusy, WriterLease
+from minkscan.io.lease import OutputBusy, WriterLease
+from minkscan.schema import LEASE
 
 pytestmark = pytest.mark.usefixtures("local_ray")
 
@@ -64,7 +65,7 @@ def test_resuming_with_a_score_changing_setting_is_refused_but_a_speed_setting_i
     assert "scoring.max_tokens: 64 -> 32" in capsys.readouterr().err
     code = score(tiny_llama_dir, inputs, out, "--set", "scoring.max_tokens=64",
                  "--batch-tokens", "256", "--set", "scoring.head=logits")  # fmt: skip
-    assert code == 0 and "already done: 6" in capsys.readouterr().out
+    assert code == 0 and "nothing to do: all 6 documents" in capsys.readouterr().out
 
 
 def test_another_commit_layout_is_refused(tiny_llama_dir, tmp_path, capsys):
@@ -139,11 +140,13 @@ def test_a_lease_left_by_a_killed_run_is_taken_over_so_its_output_can_be_resumed
     inputs = three_shards(tmp_path / "in")
     out = tmp_path / "out"
     assert score(tiny_llama_dir, inputs, out) == 0
+    write_parquet(inputs / "3.parquet", id=["s3-0"], text=TEXTS[:1])  # work for the next run
     dead = {"run": "0" * 32, "host": socket.gethostname(), "pid": 2**22 + 7,
             "started": time.time() - 60, "expires": time.time() + 600}  # fmt: skip
     (out / LEASE).write_text(json.dumps(dead))  # its process is gone, its expiry still ahead
     assert score(tiny_llama_dir, inputs, out) == 0
     assert "took over the output lease" in caplog.text
+    write_parquet(inputs / "4.parquet", id=["s4-0"], text=TEXTS[:1])  # more work
     elsewhere = dead | {"host": "another-host", "expires": time.time() + 600}
     (out / LEASE).write_text(json.dumps(elsewhere))  # alive as far as this host can tell
     capsys.readouterr()
@@ -151,6 +154,7 @@ def test_a_lease_left_by_a_killed_run_is_taken_over_so_its_output_can_be_resumed
     assert "being written by another run" in capsys.readouterr().err
     (out / LEASE).write_text(json.dumps(elsewhere | {"expires": time.time() - 1}))
     assert score(tiny_llama_dir, inputs, out) == 0  # expired: taken over
+    assert "s4-0" in scores(out)["id"].to_list()
 
 
 def test_inputs_changed_since_they_were_scored_are_refused_by_name(
@@ -213,8 +217,8 @@ def test_a_shard_that_fails_the_id_check_is_skipped_and_named_or_fails_the_run_i
     # A re-run does not read the skipped shard again (it is unchanged) and scores nothing.
     assert score(tiny_llama_dir, inputs, tmp_path / "out", *ids, "--skip-bad-shards") == 0
     out = capsys.readouterr().out
-    assert "scored 0 documents" in out and "skipped shards: 1" in out
-    assert "found by an earlier run" in out
+    assert "nothing to do: all 4 documents already scored" in out
+    assert "1.parquet" in out and "found by an earlier run" in out
 
 
 def test_a_shard_failing_midway_is_dropped_whole_and_the_summary_counts_kept_rows(

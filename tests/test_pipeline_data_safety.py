@@ -155,7 +155,7 @@ def test_repeated_and_null_ids_are_scored_once_each_reported_and_refusable(
     assert manifest["summary"]["ids"]["null_ids"] == 1
     # A resume counts pieces, not ids: the repeated "a" in 2.parquet is not taken as done.
     assert score(tiny_llama_dir, inputs, tmp_path / "out", *base) == 0
-    assert "scored 0 documents" in capsys.readouterr().out
+    assert "nothing to do: all 5 documents already scored" in capsys.readouterr().out
     assert scores(tmp_path / "out").height == 5
 
 
@@ -230,4 +230,4 @@ def test_a_rerun_over_a_complete_output_reads_no_input_row(tiny_llama_dir, tmp_p
     assert score(tiny_llama_dir, path, tmp_path / "out") == 0
 
     out = capsys.readouterr().out
-    assert "scored 0 documents" in out and "already done: 2" in out
+    assert "nothing to do: all 2 documents already scored" in out

@@ -15,7 +15,7 @@ import pytest
 import ray
 from minkscan.cli import main
 from minkscan.config import ConfigError, ScanConfig, build_config
-from minkscan.distributed import pipeline, session
+from minkscan.distributed import session, stages
 from minkscan.distributed.pipeline import Destination, score_stages
 from minkscan.distributed.runner import run_scoring
 from minkscan.distributed.stages import ScoreStage
@@ -204,7 +204,7 @@ def test_killed_scoring_actor_is_replaced_and_its_batches_retried(
                 log.write(f"{os.getpid()}\n")
             return scored
 
-    monkeypatch.setattr(pipeline, "ScoreStage", ScoreStageKilledOnce)
+    monkeypatch.setattr(stages, "ScoreStage", ScoreStageKilledOnce)
     texts = [f"Document {i}: " + TEXTS[i % 2] * (1 + i % 5) for i in range(120)]
     write_shards(tmp_path / "in", texts, per_shard=20)
     config = make_config(

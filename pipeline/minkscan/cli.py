@@ -27,25 +27,66 @@ COMMAND_MODULES = [
 ]
 
 
+VERBOSE_HELP = "everything: debug logs, Ray's own output and progress bars, tracebacks"
+
+
+class _SubcommandParser(argparse.ArgumentParser):
+    """A sub-command's parser: it takes ``-v``/``--verbose`` too, after the sub-command."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_argument(
+            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
+        )
+
+
+class _Plain(logging.Formatter):
+    """minkscan's own lines as a user reads them: the message, 'warning: ' before warnings."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        return (
+            message
+            if record.levelno < logging.WARNING
+            else f"{record.levelname.lower()}: {message}"
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="minkscan",
         description="Pre-training data detection (Min-K%++ and baselines) over corpora with Ray.",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, tracebacks")
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     parser.add_argument("--version", action="version", version=f"minkscan {version('minkscan')}")
-    subparsers = parser.add_subparsers(dest="command", required=True)
+    subparsers = parser.add_subparsers(
+        dest="command", required=True, parser_class=_SubcommandParser
+    )
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
     return parser
 
 
+def _configure_logging(verbose: bool) -> None:
+    """Without ``-v``: minkscan's own INFO lines and everyone's warnings, plainly; with it,
+    everything at DEBUG with timestamps and logger names."""
+    handler = logging.StreamHandler()
+    handler.set_name("minkscan-cli")
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s") if verbose
+        else _Plain()
+    )  # fmt: skip
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == handler.get_name()]:
+        root.removeHandler(old)  # an earlier call's (main run twice in one process)
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("minkscan").setLevel(logging.DEBUG if verbose else logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    _configure_logging(args.verbose)
     try:
         return int(args.func(args) or 0)
     except Exception as error:  # noqa: BLE001 - every failure becomes one line

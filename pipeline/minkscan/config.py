@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from minkscan.errors import UserError
+from minkscan.schema import FORMATS, ID, TEXT
 
 DEFAULT_K_PERCENTAGES = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
 
@@ -233,7 +234,7 @@ class DataConfig(_Section):
         default_factory=list, description="Files, directories or globs; local or s3://."
     )
     output: str | None = None
-    format: Literal["parquet", "jsonl", "csv", "arrow"] | None = Field(
+    format: Literal[FORMATS] | None = Field(
         None, description="Input format; None picks it from each file's extension."
     )
     input_root: str | None = Field(
@@ -241,8 +242,8 @@ class DataConfig(_Section):
         description="Directory that derived ids and sources are relative to; None: the "
         "common directory of the inputs.",
     )
-    text_column: str = "text"
-    id_column: str = Field("id", description="Derived from file and row when absent.")
+    text_column: str = TEXT
+    id_column: str = Field(ID, description="Derived from file and row when absent.")
     keep_columns: list[str] = Field(
         default_factory=list,
         description="Input columns copied into the score files (a group, a label, a URL); "

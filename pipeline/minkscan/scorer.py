@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import torch
 
 from minkscan.config import ModelConfig, ScoringConfig
@@ -32,6 +33,16 @@ from minkscan.models.forward import Segment, Tiles, TokenBatch, batch_token_stat
 from minkscan.models.loading import LoadedModel, load_model
 from minkscan.models.probes import choose_head_path, packing_agrees
 from minkscan.models.workspace import Shapes, auto_batch_tokens, batch_bytes, head_tiles
+from minkscan.schema import (
+    CHARS_PER_TOKEN,
+    N_TOKENS,
+    STATUS,
+    TOKEN_COLUMNS,
+    TOKEN_END,
+    TOKEN_START,
+    TOKEN_Z,
+    frame_schema,
+)
 from minkscan.scoring.aggregate import dcpdd_scores, document_scores
 from minkscan.scoring.token_stats import TokenStats
 from minkscan.scoring.windows import Window, plan_windows
@@ -45,16 +56,12 @@ from minkscan.text.tokenize import (
 )
 
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog near the bank of the river."
-# With scoring.token_scores: per scored token, its Min-K%++ z and character span in the text.
-TOKEN_COLUMNS = ("token_z", "token_start", "token_end")
 # Rows per forward batch when scoring.max_batch_size is unset: on a CPU more rows only cost
 # memory; on a GPU the token budget alone bounds a batch.
 CPU_MAX_ROWS = 64
 # Texts tokenised at a time by `DocumentScorer.score_frame` (the next chunk is tokenised
 # while the device scores the previous one).
 FRAME_CHUNK = 1024
-# A rough count of tokens from characters, for estimates only (English BPE: ~4).
-CHARS_PER_TOKEN = 4
 
 
 class DocumentScorer:
@@ -233,11 +240,7 @@ class DocumentScorer:
         if pending is not None:
             parts.append(pending.result())
         columns = {name: [v for part in parts for v in part[name]] for name in parts[0]}
-        schema = {"n_tokens": pl.Int64, "status": pl.Utf8} | {c: pl.Float64 for c in self.columns}
-        if self.scoring.token_scores:
-            schema |= {"token_z": pl.List(pl.Float32)}
-            schema |= {name: pl.List(pl.Int32) for name in TOKEN_COLUMNS[1:]}
-        return pl.DataFrame(columns, schema=schema)
+        return pl.from_arrow(pa.table(columns, schema=frame_schema(list(columns))))
 
 
 @dataclass
@@ -259,8 +262,8 @@ class PendingScores:
         """Aggregate every document on the device and read the scores back in one transfer."""
         documents, scorer = self.documents, self.scorer
         result: dict[str, list[Any]] = {
-            "n_tokens": [doc.n_scored for doc in documents],
-            "status": [doc.status for doc in documents],
+            N_TOKENS: [doc.n_scored for doc in documents],
+            STATUS: [doc.status for doc in documents],
         }
         for name in scorer.columns:
             result[name] = [None] * len(documents)
@@ -292,11 +295,11 @@ class PendingScores:
         if scorer.scoring.token_scores:
             token_z = np.split(host[matrix.numel() :], np.cumsum(sorted_lengths)[:-1])
             for index, z in zip(rows.tolist(), token_z, strict=True):
-                result["token_z"][index] = z.astype(np.float32).tolist()
+                result[TOKEN_Z][index] = z.astype(np.float32).tolist()
                 spans = documents[index].spans[1:]
                 if spans:
-                    result["token_start"][index] = [start for start, _ in spans]
-                    result["token_end"][index] = [end for _, end in spans]
+                    result[TOKEN_START][index] = [start for start, _ in spans]
+                    result[TOKEN_END][index] = [end for _, end in spans]
         return result
 
     def _in_document_order(self, order: np.ndarray) -> TokenStats:

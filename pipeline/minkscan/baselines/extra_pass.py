@@ -26,12 +26,13 @@ from transformers import (
 )
 
 from minkscan.methods import neighbor_source
+from minkscan.schema import N_TOKENS
 from minkscan.scorer import DocumentScorer
 from minkscan.text.tokenize import EncodedDocument
 
 
 def _difference(base_loss: pl.Series, other: pl.DataFrame, name: str) -> pl.DataFrame:
-    return pl.DataFrame({name: base_loss - other["loss"], f"{name}_n_tokens": other["n_tokens"]})
+    return pl.DataFrame({name: base_loss - other["loss"], f"{name}_{N_TOKENS}": other[N_TOKENS]})
 
 
 def lowercase_scores(

@@ -20,6 +20,7 @@ import polars as pl
 from minkscan.errors import UserError
 from minkscan.io.paths import read_text, write_text
 from minkscan.methods import DEFAULT_PRIMARY, score_columns
+from minkscan.schema import N_TOKENS
 from minkscan.statistics import auroc, clopper_pearson
 
 # Non-member scores (with their token counts) kept in the calibration file for plots and the
@@ -168,7 +169,7 @@ def calibrate(
 def _usable(frame: pl.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray | None]:
     """Finite scores of a column, and the token counts of the same rows (if known)."""
     rows = frame.filter(pl.col(column).is_not_null() & pl.col(column).cast(pl.Float64).is_finite())
-    lengths = rows["n_tokens"].to_numpy() if "n_tokens" in rows.columns else None
+    lengths = rows[N_TOKENS].to_numpy() if N_TOKENS in rows.columns else None
     return rows[column].cast(pl.Float64).to_numpy(), lengths
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from minkscan.commands.common import add_config_arguments, config_from_args
+from minkscan.commands.common import add_config_arguments, config_from_args, for_key
 from minkscan.config import ConfigError
+from minkscan.schema import GROUP
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,15 +17,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "print AUROC / TPR tables",
     )
     parser.add_argument("--input", nargs="+", required=True, help="labelled Parquet files")
-    parser.add_argument("--output", default="benchmark-out", type=Path, help="tables and scores")
+    parser.add_argument(
+        "--output",
+        default="benchmark-out",
+        type=Path,
+        help="directory for the tables and scores (default: benchmark-out)",
+    )
     add_config_arguments(parser)
-    parser.add_argument("--lowercase", action="store_true", help="add the Lowercase baseline")
-    parser.add_argument("--ref-model", help="reference model for the Ref baseline")
+    parser.add_argument(
+        "--lowercase", action="store_true", help="add the Lowercase baseline (default: off)"
+    )
+    parser.add_argument(
+        "--ref-model", help="reference model for the Ref baseline (default: none, no Ref)"
+    )
     parser.add_argument(
         "--neighbors",
         type=int,
         default=0,
-        help="Neighbor baseline with N causal-LM neighbours per document (1 + N extra passes)",
+        help="Neighbor baseline with N causal-LM neighbours per document (1 + N extra passes; "
+        "default: 0, off)",
     )
     parser.add_argument(
         "--neighbor-model",
@@ -36,20 +47,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "directory; a multi-node cluster needs shared storage such as s3://bucket/prefix)",
     )
     parser.add_argument(
-        "--main-k", type=int, default=20, help="k%% of the main and ablation tables"
+        "--main-k", type=int, default=20, help="k%% of the main and ablation tables (default: 20)"
     )
-    parser.add_argument("--max-tokens", type=int, help="context window / truncation length")
     parser.add_argument(
-        "--window-stride", type=int, help="sliding windows for documents over --max-tokens"
+        "--max-tokens", type=int, help=for_key("scoring.max_tokens", "truncation length")
+    )
+    parser.add_argument(
+        "--window-stride",
+        type=int,
+        help=for_key("scoring.window_stride", "sliding windows for documents over --max-tokens"),
     )
     parser.add_argument(
         "--online",
         action="store_true",
         help="chunk-level detection: non-member text followed by member text (scored "
-        "in-process, one forward pass per text, no sliding windows)",
+        "in-process, one forward pass per text, no sliding windows; default: off)",
     )
-    parser.add_argument("--chunk-tokens", type=int, default=32, help="chunk size for --online")
-    parser.add_argument("--seed", type=int, default=0, help="pairing / lengths for --online")
+    parser.add_argument(
+        "--chunk-tokens", type=int, default=32, help="chunk size for --online (default: 32)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="pairing / lengths for --online (default: 0)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -57,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from minkscan.evaluation.benchmark import read_labelled, run_benchmark, run_online_benchmark
 
     k = args.main_k
+    limit, args.limit = args.limit, None  # per group, here, not the first rows of the input
     config = config_from_args(
         args,
         {
@@ -75,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         baselines = config.baselines.model_copy(update={"reference_model": reference})
         config = config.model_copy(update={"baselines": baselines})
     data = read_labelled(args.input)
+    if limit is not None:
+        data = data.group_by(GROUP, maintain_order=True).head(limit)
     if args.online:
         result = run_online_benchmark(config, data, k, args.chunk_tokens, args.seed)
     else:

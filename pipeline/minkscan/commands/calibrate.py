@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from minkscan.errors import UserError
+from minkscan.schema import ID, LABEL
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,19 +16,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--input",
         help="scores (`minkscan score` output or Parquet; local or s3://) of members and "
-        "non-members, labelled by --label-column or --labels",
+        "non-members, labelled by --label-column or --labels (default: none; this or "
+        "--nonmembers)",
     )
     parser.add_argument(
         "--label-column",
-        default="label",
+        default=LABEL,
         help="score column holding 1 (member) / 0 (non-member), e.g. kept with "
         "`score --keep-columns label` (default: label)",
     )
-    parser.add_argument("--labels", help="Parquet with columns id, label, joined on id")
-    parser.add_argument("--nonmembers", help="scores of known non-members only")
-    parser.add_argument("--target-fpr", type=float, default=0.05)
-    parser.add_argument("--confidence", type=float, default=0.95)
-    parser.add_argument("--output", default="calibration.json")
+    parser.add_argument(
+        "--labels", help="Parquet with columns id, label, joined on id (default: none)"
+    )
+    parser.add_argument(
+        "--nonmembers", help="scores of known non-members only (default: none; or --input)"
+    )
+    parser.add_argument(
+        "--target-fpr",
+        type=float,
+        default=0.05,
+        help="false-positive rate each threshold is set at, on the non-members (default: 0.05)",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=float,
+        default=0.95,
+        help="level of the bootstrap and Clopper-Pearson intervals (default: 0.95)",
+    )
+    parser.add_argument(
+        "--output",
+        default="calibration.json",
+        help="calibration JSON to write, local or s3:// (default: calibration.json)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -45,9 +65,9 @@ def run(args: argparse.Namespace) -> int:
         data = read_scores(args.input)
         scores = pl.from_arrow(data.table)
         if args.labels:
-            labels = pl.from_arrow(read_scores(args.labels).table).select("id", "label")
-            scores = scores.drop("label", strict=False).join(labels, on="id", how="inner")
-            label = "label"
+            labels = pl.from_arrow(read_scores(args.labels).table).select(ID, LABEL)
+            scores = scores.drop(LABEL, strict=False).join(labels, on=ID, how="inner")
+            label = LABEL
             if scores.is_empty():
                 raise UserError("no score id matches a label id")
         elif args.label_column in scores.columns:

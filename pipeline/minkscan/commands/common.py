@@ -16,28 +16,67 @@ import yaml
 
 from minkscan.config import ConfigError, ScanConfig, load_config, yaml_problem
 
+# The one set of defaults (`ScanConfig`'s); a flag left out keeps the config file's value.
+DEFAULTS = ScanConfig()
 
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--config``, ``--model``, ``--set`` and the scoring shortcuts."""
-    parser.add_argument("--config", type=Path, help="YAML config (default: built-in defaults)")
-    parser.add_argument("--model", help="bundled name (smollm2-135m, gemma3-270m), HF id or dir")
+
+def config_default(key: str) -> object:
+    """The default of a dotted config key, e.g. ``config_default("model.dtype")``."""
+    value: Any = DEFAULTS
+    for part in key.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def for_key(key: str, text: str = "") -> str:
+    """Help of a flag that sets config key ``key``: what it is and the config's default."""
+    default = config_default(key)
+    if isinstance(default, list):
+        default = " ".join(str(v) for v in default)
+    return f"{text + '; ' if text else ''}{key} (default: {default})"
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, *, scoring: bool = True) -> None:
+    """``--config``, ``--model``, ``--set``, ``--limit``, ``--address`` and, with ``scoring``,
+    the scoring shortcuts ``--dtype``, ``--device``, ``--batch-tokens``, ``--k``."""
+    parser.add_argument(
+        "--config", type=Path, help="YAML config (default: none, the built-in defaults)"
+    )
+    parser.add_argument(
+        "--model",
+        help=for_key(
+            "model.name", "bundled name (smollm2-135m, gemma3-270m), HF id or directory"
+        ),  # fmt: skip
+    )
     parser.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="any config key, e.g. --set scoring.max_tokens=512 (repeatable; YAML values)",
+        help="any config key, e.g. --set scoring.max_tokens=512 (repeatable; YAML values; "
+        "default: none)",
     )
-    parser.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], help="model.dtype")
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="model.device")
+    if scoring:
+        parser.add_argument(
+            "--dtype", choices=["auto", "float32", "bfloat16"], help=for_key("model.dtype")
+        )
+        parser.add_argument(
+            "--device", choices=["auto", "cpu", "cuda"], help=for_key("model.device")
+        )
+        parser.add_argument(
+            "--batch-tokens",
+            type=_int_or_auto,
+            help=for_key("scoring.batch_tokens", "a number or 'auto'"),
+        )
+        parser.add_argument(
+            "--k", type=int, nargs="+", metavar="P", help=for_key("scoring.k_percentages")
+        )
     parser.add_argument(
-        "--batch-tokens", type=_int_or_auto, help="scoring.batch_tokens (a number or 'auto')"
+        "--limit", type=int, metavar="N", help=for_key("data.limit", "read the first N rows only")
     )
     parser.add_argument(
-        "--k", type=int, nargs="+", metavar="P", help="scoring.k_percentages, e.g. --k 10 20"
+        "--address", help=for_key("ray.address", "Ray cluster to join; none starts an embedded one")
     )
-    parser.add_argument("--limit", type=int, metavar="N", help="score the first N rows only")
-    parser.add_argument("--address", help="Ray cluster address (default: embedded local Ray)")
 
 
 def _int_or_auto(value: str) -> int | str:
@@ -72,10 +111,10 @@ def config_from_args(args: argparse.Namespace, flags: dict[str, Any] | None = No
     ``flags`` (dotted keys; None means not given)."""
     given = {
         "model.name": args.model,
-        "model.dtype": args.dtype,
-        "model.device": args.device,
-        "scoring.batch_tokens": args.batch_tokens,
-        "scoring.k_percentages": args.k,
+        "model.dtype": getattr(args, "dtype", None),
+        "model.device": getattr(args, "device", None),
+        "scoring.batch_tokens": getattr(args, "batch_tokens", None),
+        "scoring.k_percentages": getattr(args, "k", None),
         "data.limit": args.limit,
         "ray.address": args.address,
         **(flags or {}),

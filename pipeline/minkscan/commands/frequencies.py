@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from minkscan.commands.common import add_config_arguments, config_from_args
+from minkscan.commands.common import add_config_arguments, config_from_args, for_key
+from minkscan.schema import FORMATS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -14,15 +15,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--input", nargs="+", required=True, help="reference corpus files")
     parser.add_argument("--output", required=True, help="frequency file to write (.parquet)")
-    add_config_arguments(parser)
-    parser.add_argument("--format", choices=["parquet", "jsonl", "csv", "arrow"])
-    parser.add_argument("--text-column")
-    parser.add_argument("--num-actors", type=int, help="tokenizer actors")
+    add_config_arguments(parser, scoring=False)
+    parser.add_argument(
+        "--format", choices=FORMATS, help=for_key("data.format", "none: from each extension")
+    )
+    parser.add_argument("--text-column", help=for_key("data.text_column"))
+    parser.add_argument(
+        "--num-actors", type=int, help=for_key("ray.num_actors", "tokenizer actors")
+    )
     parser.add_argument(
         "--skip-bad-shards",
         action="store_const",
         const=True,
-        help="skip unreadable shards instead of failing",
+        help=for_key("data.skip_bad_shards", "skip unreadable shards instead of failing"),
     )
     parser.set_defaults(func=run)
 

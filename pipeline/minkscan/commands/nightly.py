@@ -4,46 +4,57 @@ then report over all of them and diff against the previous report."""
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
+import sys
 
-from minkscan.commands.common import add_config_arguments, config_from_args
+from minkscan.commands.common import add_config_arguments, config_from_args, for_key
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "nightly", help="re-score new/changed shards, report and diff against the last scan"
     )
-    parser.add_argument("--input", nargs="+", help="files, directories or globs (data.input)")
-    parser.add_argument("--output", help="scores root kept between scans (data.output)")
+    parser.add_argument(
+        "--input", nargs="+", help=for_key("data.input", "files, directories or globs")
+    )
+    parser.add_argument("--output", help=for_key("data.output", "scores root kept between scans"))
     add_config_arguments(parser)
     parser.add_argument("--calibration", required=True, help="JSON from `minkscan calibrate`")
-    parser.add_argument("--report", required=True, type=Path, help="report directory")
-    parser.add_argument("--fail-above", type=float, help="contamination bound per shard")
+    parser.add_argument(
+        "--report", required=True, help="report directory, local or s3:// (rewritten each scan)"
+    )
+    parser.add_argument(
+        "--fail-above",
+        type=float,
+        help="exit 1 when a shard is contaminated and the lower end of its contamination "
+        "interval exceeds this fraction, as `report --fail-above` (default: none, no gate)",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Exit 1 when --fail-above is given and a shard's estimated contamination exceeds it."""
+    """The verdict as `report` prints it; exit 1 when --fail-above is given and a shard
+    fails it (significant, and its contamination at least above the bound)."""
     from minkscan.calibration import load_calibration
     from minkscan.commands.nightly_scan import nightly_scan
 
     config = config_from_args(args, {"data.input": args.input, "data.output": args.output})
     result = nightly_scan(config, load_calibration(args.calibration), args.report)
-    changes = result.changes
+    changes, report = result.changes, result.report
     print(
         f"nightly scan: {len(changes.new)} new, {len(changes.changed)} changed, "
         f"{len(changes.unchanged)} unchanged, {len(changes.removed)} removed shards; "
         f"report in {args.report}"
     )
+    print(report.headline())
+    for row in report.primary:
+        print(f"  {report.sentence(row)}")
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     if args.fail_above is None:
         return 0
-    summary = json.loads((args.report / "report.json").read_text())
-    primary = summary["primary_method"]
-    return int(
-        any(
-            row["contamination"] > args.fail_above
-            for row in summary["results"]
-            if row["method"] == primary
-        )
-    )
+    failing = report.exceeding(args.fail_above)
+    for row in failing:
+        print(f"minkscan nightly: shard '{row.group}' is contaminated and its contamination "
+              f"is at least {row.contamination_low:.3f} > {args.fail_above}",
+              file=sys.stderr)  # fmt: skip
+    return int(bool(failing))

@@ -28,9 +28,10 @@ from minkscan.io.paths import filesystem_for, fs_path, join, write_text
 from minkscan.io.scores import ScoreOutput
 from minkscan.io.sources import discover
 from minkscan.reporting.render import json_summary, write_report
-from minkscan.reporting.summary import build_report
+from minkscan.reporting.summary import Report, build_report
+from minkscan.schema import GROUP, NIGHTLY_MANIFEST, RUNS_DIR, SOURCE
 
-MANIFEST_NAME = "_nightly_manifest.json"
+MANIFEST_NAME = NIGHTLY_MANIFEST
 READ_BLOCK = 1 << 22
 
 
@@ -81,13 +82,13 @@ def _write_text(fs: pafs.FileSystem, path: str, text: str) -> None:
 
 def diff_results(previous: list[dict], current: list[dict]) -> list[dict]:
     """Per (group, method): flagged fraction and contamination before and now."""
-    before = {(row["group"], row["method"]): row for row in previous}
+    before = {(row[GROUP], row["method"]): row for row in previous}
     rows = []
     for row in current:
-        old = before.get((row["group"], row["method"]))
+        old = before.get((row[GROUP], row["method"]))
         rows.append(
             {
-                "group": row["group"],
+                GROUP: row[GROUP],
                 "method": row["method"],
                 "flagged_before": old["flagged_fraction"] if old else None,
                 "flagged_now": row["flagged_fraction"],
@@ -101,6 +102,7 @@ def diff_results(previous: list[dict], current: list[dict]) -> list[dict]:
 @dataclass(frozen=True)
 class NightlyResult:
     changes: ShardChanges
+    report: Report
     report_paths: list[str]
     diff_path: str
 
@@ -131,19 +133,19 @@ def nightly_scan(
             update={
                 "input": [scheme + paths[relpath] for relpath in changes.to_score],
                 "input_root": scheme + input_root,
-                "output": f"{prefix}/runs/{run}",
+                "output": f"{prefix}/{RUNS_DIR}/{run}",
             }
         )
         run_scoring(config.model_copy(update={"data": run_data}))
         runs.update(dict.fromkeys(changes.to_score, run))
     for stale in {entry["run"] for entry in manifest["shards"].values()}:
         if stale not in runs.values():
-            fs.delete_dir(f"{root}/runs/{stale}")
+            fs.delete_dir(f"{root}/{RUNS_DIR}/{stale}")
 
-    run_tables = {run: pl.from_arrow(ScoreOutput(fs, f"{root}/runs/{run}").read())
+    run_tables = {run: pl.from_arrow(ScoreOutput(fs, f"{root}/{RUNS_DIR}/{run}").read())
                   for run in set(runs.values())}  # fmt: skip
     frames = [
-        run_tables[runs[relpath]].filter(pl.col("source") == relpath).rename({"source": "shard"})
+        run_tables[runs[relpath]].filter(pl.col(SOURCE) == relpath).rename({SOURCE: "shard"})
         for relpath in sorted(current)
     ]
     report = build_report(
@@ -172,4 +174,4 @@ def nightly_scan(
         "results": summary["results"],
     }
     _write_text(fs, manifest_path, json.dumps(new_manifest, indent=2))
-    return NightlyResult(changes, report_paths, diff_path)
+    return NightlyResult(changes, report, report_paths, diff_path)

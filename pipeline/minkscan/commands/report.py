@@ -23,14 +23,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--group-column",
-        help="column naming each row's dataset/group (keep it with `score --keep-columns`)",
+        help="column naming each row's dataset/group (keep it with `score --keep-columns`; "
+        "default: none, one group)",
     )
     parser.add_argument("--alpha", type=float, default=0.05, help="test level (default 0.05)")
-    parser.add_argument("--top", type=int, default=20, help="most suspicious documents to show")
+    parser.add_argument(
+        "--top", type=int, default=20, help="most member-like documents shown (default: 20)"
+    )
     parser.add_argument(
         "--fail-above",
         type=float,
-        help="exit 1 when any group's estimated contamination exceeds this fraction",
+        help="exit 1 when a group is contaminated at --alpha and the lower end of its "
+        "contamination interval exceeds this fraction (the verdict's own evidence; default: "
+        "none, no gate)",
     )
     parser.set_defaults(func=run)
 
@@ -69,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
         exceeding = report.exceeding(args.fail_above)
         for row in exceeding:
             print(
-                f"minkscan report: group '{row.group}' estimated contamination "
-                f"{row.contamination:.3f} > {args.fail_above}",
+                f"minkscan report: group '{row.group}' is contaminated (Holm p = "
+                f"{row.p_adjusted:.2g}) and its contamination is at least "
+                f"{row.contamination_low:.3f} > {args.fail_above} (estimate {row.estimate()})",
                 file=sys.stderr,
             )
         if exceeding:

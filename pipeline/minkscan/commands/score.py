@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from importlib.resources import files
 
-from minkscan.commands.common import add_config_arguments, config_from_args
+from minkscan.commands.common import add_config_arguments, config_from_args, for_key
+from minkscan.schema import FORMATS
 
 
 def sample_path() -> str:
@@ -20,36 +21,50 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         help="files, directories or globs (default: the bundled sample of 64 texts)",
     )
-    parser.add_argument("--output", help="directory for score files and _manifest.json")
+    parser.add_argument(
+        "--output", help="directory for score files and _manifest.json (default: none; required)"
+    )
     add_config_arguments(parser)
-    parser.add_argument("--format", choices=["parquet", "jsonl", "csv", "arrow"])
-    parser.add_argument("--text-column")
-    parser.add_argument("--id-column", help="ids are derived from file and row when absent")
+    parser.add_argument(
+        "--format", choices=FORMATS, help=for_key("data.format", "none: from each extension")
+    )
+    parser.add_argument("--text-column", help=for_key("data.text_column"))
+    parser.add_argument(
+        "--id-column",
+        help=for_key("data.id_column", "ids are derived from file and row when absent"),
+    )
     parser.add_argument(
         "--keep-columns",
         metavar="COL[,COL...]",
-        help="input columns copied into the score files (a group, a label, a URL); "
-        "the text column is kept as 'text'",
+        help=for_key(
+            "data.keep_columns",
+            "input columns copied into the score files (a group, "
+            "a label, a URL); the text column is kept as 'text'",
+        ),  # fmt: skip
     )
     parser.add_argument(
         "--token-scores",
         action="store_const",
         const=True,
-        help="also write each token's Min-K%%++ z-score and character span, and the text "
-        "(the report highlights the tokens that pulled a score down)",
+        help=for_key(
+            "scoring.token_scores",
+            "also write each token's Min-K%%++ z-score and "
+            "character span, and the text (the report marks the words that pulled a "
+            "score down)",
+        ),  # fmt: skip
     )
-    parser.add_argument("--num-actors", type=int, help="model replicas")
+    parser.add_argument("--num-actors", type=int, help=for_key("ray.num_actors", "model replicas"))
     parser.add_argument(
         "--skip-bad-shards",
         action="store_const",
         const=True,
-        help="skip and list unreadable shards instead of failing",
+        help=for_key("data.skip_bad_shards", "skip and list unreadable shards instead of failing"),
     )
     parser.add_argument(
         "--require-unique-ids",
         action="store_const",
         const=True,
-        help="refuse inputs with repeated or null ids before scoring",
+        help=for_key("data.require_unique_ids", "refuse repeated or null ids before scoring"),
     )
 
 
@@ -72,6 +87,16 @@ def run(args: argparse.Namespace) -> int:
     )
     if not config.data.input:
         config.data.input = [sample_path()]
+    # Everything that can be wrong is found by the plan, which imports nothing heavy.
+    from minkscan.distributed.plan import plan_run
+
+    plan = plan_run(config)
+    if not plan.to_score:
+        print(f"nothing to do: all {plan.rows_done_before} documents already scored in "
+              f"{config.data.output}")  # fmt: skip
+        for path, reason in plan.bad.items():
+            print(f"skipped shard {path}: {reason}")
+        return 0
     from minkscan.distributed.runner import run_scoring
 
     summary = run_scoring(config)

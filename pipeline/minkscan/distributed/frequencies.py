@@ -18,19 +18,19 @@ import ray
 
 from minkscan.config import ScanConfig
 from minkscan.distributed.pipeline import LIGHT_TASK_CPUS
-from minkscan.distributed.progress import quiet_unless_terminal
+from minkscan.distributed.progress import quiet_ray
 from minkscan.distributed.session import ray_session
 from minkscan.distributed.spec import StageSpec
 from minkscan.distributed.stages import load_tokenizer
 from minkscan.io.paths import filesystem_for
 from minkscan.io.sources import (
-    TEXT,
     InputError,
     piece_descriptor,
     piece_from_descriptor,
     plan_inputs,
     read_piece,
 )
+from minkscan.schema import TEXT
 from minkscan.text.frequencies import exists, write_frequencies
 
 
@@ -92,7 +92,7 @@ def count_tokens(config: ScanConfig, output: str) -> FrequencySummary:
                   batch_rows=config.ray.block_rows,
                   pool=(config.ray.num_actors, config.ray.num_actors)),
     ]  # fmt: skip
-    with quiet_unless_terminal(), ray_session(config, stages):
+    with quiet_ray(), ray_session(config, stages):
         dataset = ray.data.from_items(
             [piece_descriptor(piece) for piece in pieces], override_num_blocks=len(pieces)
         )

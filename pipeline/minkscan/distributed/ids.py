@@ -20,7 +20,6 @@ from ray.data.context import ShuffleStrategy
 from minkscan.distributed.context import data_context
 from minkscan.io.scores import ScoreOutput
 from minkscan.io.sources import (
-    ID,
     InputError,
     Piece,
     ShardError,
@@ -28,6 +27,7 @@ from minkscan.io.sources import (
     piece_from_descriptor,
     read_ids,
 )
+from minkscan.schema import ID
 
 if TYPE_CHECKING:
     from minkscan.config import DataConfig

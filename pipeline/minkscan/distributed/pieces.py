@@ -18,22 +18,14 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from minkscan.io.scores import ScoreOutput
-from minkscan.io.sources import (
-    PIECE,
-    ROW,
-    ShardError,
-    piece_from_descriptor,
-    read_piece,
-)
-
-STATUS = "status"
-_SECONDS = "_seconds_"
+from minkscan.io.sources import ShardError, piece_from_descriptor, read_piece
+from minkscan.schema import N_TOKENS, PIECE, ROW, SECONDS_PREFIX, STATUS
 
 
 def seconds_column(pass_key: str, seconds: float, rows: int) -> tuple[str, pa.Array]:
     """The hidden column giving each of ``rows`` rows an equal share of ``seconds`` spent on
     the forward pass(es) ``pass_key`` (a `minkscan.methods` key or MAIN_PASS)."""
-    return f"{_SECONDS}{pass_key}", pa.array([seconds / max(rows, 1)] * rows, pa.float64())
+    return f"{SECONDS_PREFIX}{pass_key}", pa.array([seconds / max(rows, 1)] * rows, pa.float64())
 
 
 def read_pieces(
@@ -70,7 +62,7 @@ def commit_scores(batch: pa.Table, *, fs: pafs.FileSystem, output_root: str) -> 
     its piece, rows, tokens, statuses and compute seconds per forward pass, the last two as
     JSON. A write that fails raises OutputWriteError naming the file and the cause."""
     output = ScoreOutput(fs, output_root)
-    timing = [name for name in batch.column_names if name.startswith(_SECONDS)]
+    timing = [name for name in batch.column_names if name.startswith(SECONDS_PREFIX)]
     stats: dict[str, list] = {
         "piece": [], "rows": [], "tokens": [], "statuses": [], "seconds": []
     }  # fmt: skip
@@ -79,8 +71,8 @@ def commit_scores(batch: pa.Table, *, fs: pafs.FileSystem, output_root: str) -> 
         output.write_part(rows.drop_columns([PIECE, *timing]), piece, pc.min(rows[ROW]).as_py())
         stats["piece"].append(piece)
         stats["rows"].append(rows.num_rows)
-        stats["tokens"].append(int(pc.sum(rows["n_tokens"]).as_py() or 0))
+        stats["tokens"].append(int(pc.sum(rows[N_TOKENS]).as_py() or 0))
         stats["statuses"].append(json.dumps(Counter(rows[STATUS].to_pylist())))
-        seconds = {name.removeprefix(_SECONDS): pc.sum(rows[name]).as_py() for name in timing}
+        seconds = {name.removeprefix(SECONDS_PREFIX): pc.sum(rows[name]).as_py() for name in timing}
         stats["seconds"].append(json.dumps(seconds))
     return pa.table(stats)

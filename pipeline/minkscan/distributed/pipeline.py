@@ -10,25 +10,29 @@ tasks), so each block goes on to the next stage as soon as one is done with it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
-import ray
 
 from minkscan.config import ConfigError, ScanConfig
 from minkscan.distributed.pieces import commit_scores, read_pieces
 from minkscan.distributed.spec import StageSpec
-from minkscan.distributed.stages import ReferenceStage, ScoreStage, TokenizeStage, torch_threads
-from minkscan.io.sources import ID, ROW, SOURCE, TEXT, Piece, piece_descriptor
+from minkscan.io.sources import Piece, piece_descriptor
 from minkscan.methods import extra_pass_methods, single_pass_columns
-from minkscan.scorer import TOKEN_COLUMNS
+from minkscan.schema import ID, N_TOKENS, ROW, SOURCE, STATUS, TEXT, TOKEN_COLUMNS
+
+if TYPE_CHECKING:
+    import ray
 
 # Tokenising and committing are light; small CPU reservations leave the cores to the model
 # actors. A read task holds one CPU, Ray Data's default, which its streaming repartition into
 # blocks needs to run fused into it rather than as tasks of its own.
 LIGHT_TASK_CPUS = 0.25
 READ_TASK_CPUS = 1.0
-STATUS, N_TOKENS = "status", "n_tokens"
+# The model stages, imported by the Ray workers that run them (never by the driver's plan).
+STAGES = "minkscan.distributed.stages"
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,7 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
         ),
         StageSpec(
             "tokenize",
-            TokenizeStage,
+            f"{STAGES}:TokenizeStage",
             {"model": config.model, "scoring": scoring},
             cpus=LIGHT_TASK_CPUS,
             batch_rows=ray_config.block_rows,
@@ -96,7 +100,7 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
         ),
         StageSpec(
             "score",
-            ScoreStage,
+            f"{STAGES}:ScoreStage",
             {
                 "model": config.model,
                 "scoring": scoring,
@@ -130,7 +134,7 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
         stages.append(
             StageSpec(
                 "reference",
-                ReferenceStage,
+                f"{STAGES}:ReferenceStage",
                 {
                     "reference": baselines.reference_model,
                     "scoring": scoring,
@@ -176,10 +180,17 @@ def output_columns(config: ScanConfig, stages: list[StageSpec]) -> list[str]:
     return columns + ([TEXT] if keeps_text(config) else [])
 
 
+def torch_threads(cpus_per_actor: float) -> int:
+    """Intra-op threads for an actor holding ``cpus_per_actor`` CPUs (at least one)."""
+    return max(1, math.floor(cpus_per_actor + 0.5))
+
+
 def build_dataset(
     stages: list[StageSpec], pieces: list[Piece], block_rows: int
 ) -> ray.data.Dataset:
     """The pipeline over ``pieces``: yields one statistics row per committed score file."""
+    import ray
+
     dataset = ray.data.from_items(
         [piece_descriptor(piece) for piece in pieces], override_num_blocks=len(pieces)
     )

@@ -26,8 +26,8 @@ from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.scores import RunRecord, ScoreOutput
 from minkscan.io.sources import InputError, InputFile, Piece, plan_inputs, spec_roots
 from minkscan.models.identity import model_identity
-from minkscan.models.loading import check_model
-from minkscan.scorer import CHARS_PER_TOKEN
+from minkscan.models.names import check_model_name
+from minkscan.schema import CHARS_PER_TOKEN
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,14 @@ class RunPlan:
     rows_done_before: int
     bad: dict[str, str]
     has_ids: bool
+
+    @property
+    def rows_to_score(self) -> int | None:
+        """Input rows still to score; None while a piece's size is unknown (whole JSON lines,
+        CSV and Arrow files are counted when read)."""
+        if any(piece.end is None for piece in self.to_score):
+            return None
+        return sum(piece.end - piece.start - len(piece.done_rows) for piece in self.to_score)
 
 
 def run_record(config: ScanConfig, columns: list[str]) -> RunRecord:
@@ -118,7 +126,7 @@ def plan_run(config: ScanConfig) -> RunPlan:
     check_device(config)
     for model in [config.model, config.baselines.reference_model]:
         if model is not None:
-            check_model(model)
+            check_model_name(model.name, model.revision)
     record = run_record(config, columns)
     output.check(record)
     output.check_inputs(files)
@@ -148,14 +156,12 @@ def resume(output: ScoreOutput, pieces: list[Piece]) -> tuple[list[Piece], int, 
     for piece in pieces:
         key = piece.key()
         if piece.end is None:  # whole-file piece: its end is known once it was read
-            prefix = f"{piece.file.key}-0-"
-            finished = [p for p in complete if p.startswith(prefix)]
-            started = [p for p in partial if p.startswith(prefix)]
+            finished = [p for p in complete if (p.file, p.start) == (key.file, 0)]
+            started = [p for p in partial if (p.file, p.start) == (key.file, 0)]
             key = (finished or started or [key])[0]
         if key in complete:
             done_before += 1
-            start, end = (int(n) for n in key.split("-")[1:])
-            rows_before += end - start
+            rows_before += key.rows
         elif key in partial:
             to_score.append(replace(piece, done_rows=tuple(output.committed_rows(partial[key]))))
         else:

@@ -12,6 +12,7 @@ only the pieces (and, of a partly committed piece, the rows) still missing.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 
 import pyarrow.fs as pafs
@@ -23,11 +24,12 @@ from minkscan.distributed.ids import IdReport, check_ids
 from minkscan.distributed.manifest import write_manifest
 from minkscan.distributed.pipeline import build_dataset
 from minkscan.distributed.plan import RunPlan, plan_run
-from minkscan.distributed.progress import Progress, RunSummary, quiet_unless_terminal
+from minkscan.distributed.progress import Progress, RunSummary, quiet_ray
 from minkscan.distributed.session import (
     end_leftover_sessions,
     joins_cluster,
     ray_session,
+    verbose,
     warn_if_too_small,
 )
 from minkscan.errors import RunFailed
@@ -56,7 +58,7 @@ def run_scoring(config: ScanConfig) -> RunSummary:
     try:
         with lease.held():
             plan = plan_run(config)  # again, now that no other run can write the output
-            progress = Progress(config.ray.progress_seconds)
+            progress = Progress(config.ray.progress_seconds, plan.rows_to_score)
             _forget_reread(plan)
             ids = None
             if plan.to_score:
@@ -90,19 +92,22 @@ def _score(
     settings = {"target_max_block_size": config.ray.block_bytes,
                 "raise_original_map_exception": True}  # fmt: skip
     try:
-        with quiet_unless_terminal(), ray_session(config, plan.stages), data_context(**settings):
+        with quiet_ray(), ray_session(config, plan.stages), data_context(**settings):
             warn_if_too_small(config, plan.stages)
             ids = None
             if (data.check_ids or data.require_unique_ids) and plan.has_ids:
                 ids = check_ids(data, plan.pieces, plan.fs, plan.output.root)
             plan.output.create(plan.record, plan.files)
             to_score = _without_bad(plan)
-            progress.started = time.perf_counter()
-            if to_score:
-                dataset = build_dataset(plan.stages, to_score, config.ray.block_rows)
-                for stats in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
-                    lease.check()
-                    progress.add(stats)
+            progress.start(terminal=sys.stderr.isatty() and not verbose())
+            try:
+                if to_score:
+                    dataset = build_dataset(plan.stages, to_score, config.ray.block_rows)
+                    for stats in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
+                        lease.check()
+                        progress.add(stats)
+            finally:
+                progress.close()
             return ids
     except Exception as error:
         cause = user_error_in(error)
@@ -139,8 +144,7 @@ def _summary(
     progress.drop(dropped)
     skipped = {**plan.bad, **{found[key]["path"]: found[key]["reason"] for key in dropped}}
     complete, _ = plan.output.completion(plan.output.parts())
-    total = sum(end - start for start, end in
-                (map(int, key.split("-")[1:]) for key in complete))  # fmt: skip
+    total = sum(piece.rows for piece in complete)
     return RunSummary(
         output=config.data.output,
         manifest="",

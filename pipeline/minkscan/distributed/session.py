@@ -1,5 +1,6 @@
-"""The Ray a run uses: an embedded local one (started and ended here) or a cluster it joins,
-and whether it has the CPUs and GPUs the run's actor pools hold.
+"""The Ray a run uses -- an embedded local one (started and ended here) or a cluster it
+joins -- and whether it has the CPUs and GPUs the run's actor pools hold. Ray itself is
+imported only when a run needs it, so planning a run stays light.
 
 An embedded Ray is recorded when it starts (its session directory and the processes it
 started) under ``<cache>/ray-sessions/``, and the record is removed when it shuts down. A
@@ -20,11 +21,10 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psutil
-import ray
 
 from minkscan.config import ConfigError, ScanConfig
 from minkscan.distributed.spec import StageSpec, required_cpus, required_gpus
-from minkscan.models.loading import default_cache_dir
+from minkscan.models.names import default_cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +33,11 @@ GRACE_SECONDS = 3.0
 
 def _records() -> Path:
     return default_cache_dir() / "ray-sessions"
+
+
+def verbose() -> bool:
+    """Whether the user asked for everything (``-v``: minkscan logs at DEBUG)."""
+    return logging.getLogger("minkscan").isEnabledFor(logging.DEBUG)
 
 
 def joins_cluster(config: ScanConfig) -> bool:
@@ -48,15 +53,22 @@ def ensure_ray(config: ScanConfig, stages: list[StageSpec]) -> None:
     ``stages`` hold (`required_cpus`), so a small machine shares its cores instead of
     waiting for CPUs it does not have.
     """
+    import ray  # here: planning a run imports no Ray
+
     if ray.is_initialized():
         return
+    level = logging.INFO if verbose() else logging.ERROR
     if joins_cluster(config):
-        ray.init(address=config.ray.address, log_to_driver=False)
+        ray.init(address=config.ray.address, log_to_driver=False, logging_level=level)
         return
     end_leftover_sessions()
     needed = max(math.ceil(required_cpus(stages)), os.cpu_count() or 1)
     context = ray.init(
-        address="local", num_cpus=needed, include_dashboard=False, log_to_driver=False
+        address="local",
+        num_cpus=needed,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=level,
     )
     _record(context.address_info["session_dir"])
 
@@ -142,6 +154,8 @@ def end_leftover_sessions() -> None:
 
 def shutdown_ray() -> None:
     """Shut down the Ray this process started or joined (an embedded one stops entirely)."""
+    import ray  # here: planning a run imports no Ray
+
     session_dir = _session_dir()
     ray.shutdown()
     if session_dir:
@@ -165,6 +179,8 @@ def _session_dir() -> str | None:
 @contextmanager
 def ray_session(config: ScanConfig, stages: list[StageSpec]) -> Iterator[None]:
     """`ensure_ray` for the duration of a block; a Ray started here is shut down after it."""
+    import ray  # here: planning a run imports no Ray
+
     started = not ray.is_initialized()
     ensure_ray(config, stages)
     try:
@@ -180,6 +196,8 @@ def warn_if_too_small(config: ScanConfig, stages: list[StageSpec]) -> None:
     nodes, or stalls until Ray Data's no-progress timeout. The embedded Ray always has the
     CPUs; it has only this machine's GPUs and no node will join it, so too few is an error
     there."""
+    import ray  # here: planning a run imports no Ray
+
     _check_gpus(config, stages)
     have = ray.cluster_resources().get("CPU", 0.0)
     needed = required_cpus(stages)
@@ -194,6 +212,8 @@ def warn_if_too_small(config: ScanConfig, stages: list[StageSpec]) -> None:
 
 
 def _check_gpus(config: ScanConfig, stages: list[StageSpec]) -> None:
+    import ray  # here: planning a run imports no Ray
+
     total, widest = required_gpus(stages)
     node_gpus = [n["Resources"].get("GPU", 0.0) for n in ray.nodes() if n["Alive"]] or [0.0]
     have, most = sum(node_gpus), max(node_gpus)

@@ -9,11 +9,13 @@ resources).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import ray
+if TYPE_CHECKING:
+    import ray
 
 
 @dataclass(frozen=True)
@@ -21,14 +23,16 @@ class StageSpec:
     """One ``map_batches`` stage.
 
     ``fn`` is a function (run as Ray tasks, ``kwargs`` its keyword arguments) or a class
-    (run in an actor pool of ``pool = (min, max)`` actors, ``kwargs`` its constructor's).
+    (run in an actor pool of ``pool = (min, max)`` actors, ``kwargs`` its constructor's),
+    or ``"module:name"`` naming one (imported when the stage is applied, so that declaring a
+    pipeline imports no model code).
     ``batch_rows`` rows reach one call (None: a whole block). A GPU stage asks Ray for its
     GPUs only, as Ray Data documents: Ray then reserves one CPU with each of its actors.
     ``adds`` lists the output columns it writes into the score files, in their order.
     """
 
     name: str
-    fn: Callable[..., Any]
+    fn: Callable[..., Any] | str
     kwargs: dict[str, Any]
     cpus: float
     gpus: float = 0.0
@@ -45,15 +49,23 @@ class StageSpec:
     def resources(self) -> dict[str, float]:
         return {"num_gpus": self.gpus} if self.gpus else {"num_cpus": self.cpus}
 
+    def callable(self) -> Callable[..., Any]:
+        if not isinstance(self.fn, str):
+            return self.fn
+        module, name = self.fn.split(":")
+        return getattr(importlib.import_module(module), name)
+
     def apply(self, dataset: ray.data.Dataset) -> ray.data.Dataset:
         """``dataset`` with this stage mapped over it (pyarrow batches)."""
+        import ray
+
         arguments = "fn_constructor_kwargs" if self.pool else "fn_kwargs"
         compute = (
             {"compute": ray.data.ActorPoolStrategy(min_size=self.pool[0], max_size=self.pool[1])}
             if self.pool else {}
         )  # fmt: skip
         return dataset.map_batches(
-            self.fn,
+            self.callable(),
             batch_format="pyarrow",
             batch_size=self.batch_rows,
             **{arguments: self.kwargs},

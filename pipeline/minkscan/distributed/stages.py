@@ -6,7 +6,6 @@ committing scores are in `minkscan.distributed.pieces`.
 
 from __future__ import annotations
 
-import math
 import time
 
 import polars as pl
@@ -21,15 +20,23 @@ from minkscan.baselines.extra_pass import (
     reference_scores,
 )
 from minkscan.config import BaselinesConfig, ModelConfig, ScoringConfig
-from minkscan.distributed.pieces import STATUS, seconds_column
-from minkscan.io.sources import PRESET_STATUS, TEXT
+from minkscan.distributed.pieces import seconds_column
 from minkscan.methods import MAIN_PASS
-from minkscan.models.loading import BUNDLED_GGUF, cached_bundled_model, load_model
-from minkscan.scorer import TOKEN_COLUMNS, DocumentScorer
+from minkscan.models.loading import cached_bundled_model, load_model
+from minkscan.models.names import BUNDLED
+from minkscan.schema import (
+    INPUT_IDS,
+    N_TOKENS,
+    PRESET_STATUS,
+    SPAN_END,
+    SPAN_START,
+    STATUS,
+    TEXT,
+    TOKEN_COLUMNS,
+    arrow_type,
+)
+from minkscan.scorer import DocumentScorer
 from minkscan.text.tokenize import EncodedDocument, encode_documents
-
-INPUT_IDS = "input_ids"
-SPAN_START, SPAN_END = "_span_start", "_span_end"  # every token's span, tokenizer to model
 
 
 def _carried(batch: pa.Table, *owned: str) -> dict[str, pa.ChunkedArray]:
@@ -41,7 +48,7 @@ def load_tokenizer(config: ModelConfig) -> PreTrainedTokenizerBase:
     """Only the tokenizer of ``config.name`` (bundled models are dequantised on first use)."""
     source = (
         cached_bundled_model(config.name, config.cache_dir)
-        if config.name in BUNDLED_GGUF
+        if config.name in BUNDLED
         else config.name
     )
     return AutoTokenizer.from_pretrained(
@@ -145,14 +152,10 @@ class ScoreStage:
         ]  # fmt: skip
         columns = self.scorer.score_documents(documents)
         arrays = _carried(batch, TEXT, INPUT_IDS, STATUS, SPAN_START, SPAN_END)
-        arrays["n_tokens"] = pa.array(columns["n_tokens"], pa.int64())
-        arrays[STATUS] = pa.array(columns[STATUS], pa.string())
-        for name in self.scorer.columns:
-            arrays[name] = pa.array(columns[name], pa.float64())
-        if self.scorer.scoring.token_scores:
-            arrays["token_z"] = pa.array(columns["token_z"], pa.list_(pa.float32()))
-            for name in TOKEN_COLUMNS[1:]:
-                arrays[name] = pa.array(columns[name], pa.list_(pa.int32()))
+        own = [N_TOKENS, STATUS, *self.scorer.columns]
+        own += list(TOKEN_COLUMNS) if self.scorer.scoring.token_scores else []
+        for name in own:
+            arrays[name] = pa.array(columns[name], arrow_type(name))
         table = _with_seconds(pa.table(arrays), MAIN_PASS, started)
         base_loss = pl.Series("loss", columns["loss"], dtype=pl.Float64)
         baselines = self.baselines
@@ -206,8 +209,3 @@ class ReferenceStage:
         ref = reference_scores(self.scorer, batch[TEXT].to_pylist(), base_loss)
         table = _with_seconds(_with_columns(batch.drop_columns([TEXT]), ref), "ref", started)
         return table.append_column(TEXT, batch[TEXT]) if self.keep_text else table
-
-
-def torch_threads(cpus_per_actor: float) -> int:
-    """Intra-op threads for an actor holding ``cpus_per_actor`` CPUs (at least one)."""
-    return max(1, math.floor(cpus_per_actor + 0.5))

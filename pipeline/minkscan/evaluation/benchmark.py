@@ -33,6 +33,7 @@ from minkscan.io.scores import read_scores
 from minkscan.io.sources import InputError
 from minkscan.methods import single_pass_columns
 from minkscan.models.loading import load_model
+from minkscan.schema import GROUP, ID, LABEL, ROW, SOURCE, TEXT
 from minkscan.scorer import DocumentScorer
 
 
@@ -44,24 +45,24 @@ def read_labelled(paths: Sequence[str]) -> pl.DataFrame:
     frames = []
     for path in paths:
         frame = pl.read_parquet(path)
-        missing = {"text", "label"} - set(frame.columns)
+        missing = {TEXT, LABEL} - set(frame.columns)
         if missing:
             raise InputError(f"{path}: missing column(s) {sorted(missing)}")
         stem = Path(path).stem
-        if "id" not in frame.columns:
-            frame = frame.with_row_index("id").with_columns(pl.format(f"{stem}:{{}}", "id"))
-        if "group" not in frame.columns:
-            frame = frame.with_columns(pl.lit(stem).alias("group"))
+        if ID not in frame.columns:
+            frame = frame.with_row_index(ID).with_columns(pl.format(f"{stem}:{{}}", ID))
+        if GROUP not in frame.columns:
+            frame = frame.with_columns(pl.lit(stem).alias(GROUP))
         frames.append(
             frame.select(
-                pl.col("id").cast(pl.Utf8),
-                pl.col("text"),
-                pl.col("label").cast(pl.Int64),
-                pl.col("group").cast(pl.Utf8),
+                pl.col(ID).cast(pl.Utf8),
+                pl.col(TEXT),
+                pl.col(LABEL).cast(pl.Int64),
+                pl.col(GROUP).cast(pl.Utf8),
             )
         )
     data = pl.concat(frames)
-    duplicated = data.filter(pl.col("id").is_duplicated())["id"].unique().sort().to_list()
+    duplicated = data.filter(pl.col(ID).is_duplicated())[ID].unique().sort().to_list()
     if duplicated:
         raise InputError(f"ids must be unique across --data files; repeated: {duplicated[:5]}")
     return data
@@ -158,21 +159,21 @@ def run_benchmark(
         base = directory.rstrip("/")
         fs.create_dir(fs_path(f"{base}/input"), recursive=True)
         with fs.open_output_stream(fs_path(f"{base}/input/labelled.parquet")) as stream:
-            pq.write_table(data.select("id", "text", "label", "group").to_arrow(), stream)
+            pq.write_table(data.select(ID, TEXT, LABEL, GROUP).to_arrow(), stream)
         data_config = config.data.model_copy(
             update={
                 "input": [f"{base}/input/labelled.parquet"],
                 "output": f"{base}/scores",
-                "text_column": "text",
-                "id_column": "id",
-                "keep_columns": ["label", "group"],
+                "text_column": TEXT,
+                "id_column": ID,
+                "keep_columns": [LABEL, GROUP],
                 "skip_bad_shards": False,
             }
         )
         config = config.model_copy(update={"data": data_config})
         summary = run_scoring(config)
         scores = read_scores(config.data.output, config.data.s3).table
-    labelled = pl.from_arrow(scores).sort("row").drop("source", "row")  # input order
+    labelled = pl.from_arrow(scores).sort(ROW).drop(SOURCE, ROW)  # input order
     return _tabulate(labelled, config, k, summary.forward_passes, summary.pass_seconds)
 
 
@@ -192,7 +193,7 @@ def run_online_benchmark(
     scorer = DocumentScorer(load_model(config.model), config.scoring)
     setting = online_setting(data, seed)
     started = time.perf_counter()
-    chunks = chunk_scores(scorer, setting["id"].to_list(), setting["text"].to_list(), chunk_tokens)
+    chunks = chunk_scores(scorer, setting[ID].to_list(), setting[TEXT].to_list(), chunk_tokens)
     label = "all chunks of a document"
     seconds = {label: time.perf_counter() - started}
     return _tabulate(label_chunks(scorer, setting, chunks), config, k, {label: 1}, seconds)

@@ -14,15 +14,19 @@ import polars as pl
 import torch
 
 from minkscan.methods import method_of
+from minkscan.schema import GROUP, ID, LABEL, TEXT
 from minkscan.scorer import DocumentScorer
 from minkscan.scoring.aggregate import document_scores
+
+# A chunk's span in scored-token positions (position 0 predicts the document's second token).
+CHUNK_START, CHUNK_END = "chunk_start", "chunk_end"
 
 
 @torch.inference_mode()
 def chunk_scores(
     scorer: DocumentScorer, ids: Sequence[str], texts: Sequence[object], chunk_tokens: int = 32
 ) -> pl.DataFrame:
-    """One row per chunk: id, chunk, token_start, token_end (scored-token span) and scores.
+    """One row per chunk: id, chunk, chunk_start, chunk_end (scored-token span) and scores.
 
     Token positions count scored tokens (position 0 predicts the document's second token);
     the last chunk of a document may be shorter. Unscorable documents yield no rows.
@@ -30,7 +34,7 @@ def chunk_scores(
     if chunk_tokens < 1:
         raise ValueError("chunk_tokens must be >= 1")
     scoring = scorer.scoring
-    rows: dict[str, list] = {"id": [], "chunk": [], "token_start": [], "token_end": []}
+    rows: dict[str, list] = {ID: [], "chunk": [], CHUNK_START: [], CHUNK_END: []}
     columns = [name for name in scorer.columns if method_of(name).per_chunk]
     for name in columns:
         rows[name] = []
@@ -53,13 +57,13 @@ def chunk_scores(
             scoring.ablation_k_percentages,
             scoring.gap_window,
         )
-        rows["id"] += [doc_id] * len(starts)
+        rows[ID] += [doc_id] * len(starts)
         rows["chunk"] += list(range(len(starts)))
-        rows["token_start"] += starts
-        rows["token_end"] += ends
+        rows[CHUNK_START] += starts
+        rows[CHUNK_END] += ends
         for name in columns:
             rows[name] += scores[name].cpu().tolist()
-    schema = {"id": pl.Utf8, "chunk": pl.Int64, "token_start": pl.Int64, "token_end": pl.Int64}
+    schema = {ID: pl.Utf8, "chunk": pl.Int64, CHUNK_START: pl.Int64, CHUNK_END: pl.Int64}
     return pl.DataFrame(rows, schema=schema | {c: pl.Float64 for c in columns})
 
 
@@ -70,9 +74,9 @@ def online_setting(data: pl.DataFrame, seed: int = 0) -> pl.DataFrame:
     words (at least half). Returns id, text and prefix (the non-member part).
     """
     rng = random.Random(seed)
-    data = data.filter(pl.col("text").str.strip_chars().str.len_chars() > 0)
-    non_members = data.filter(pl.col("label") == 0)["text"].to_list()
-    members = data.filter(pl.col("label") == 1)["text"].to_list()
+    data = data.filter(pl.col(TEXT).str.strip_chars().str.len_chars() > 0)
+    non_members = data.filter(pl.col(LABEL) == 0)[TEXT].to_list()
+    members = data.filter(pl.col(LABEL) == 1)[TEXT].to_list()
     if not non_members or not members:
         raise ValueError("the online setting needs both members (1) and non-members (0)")
 
@@ -84,8 +88,8 @@ def online_setting(data: pl.DataFrame, seed: int = 0) -> pl.DataFrame:
     suffixes = [random_prefix(rng.choice(members)) for _ in non_members]
     return pl.DataFrame(
         {
-            "id": [f"online:{i}" for i in range(len(prefixes))],
-            "text": [f"{p} {s}" for p, s in zip(prefixes, suffixes, strict=True)],
+            ID: [f"online:{i}" for i in range(len(prefixes))],
+            TEXT: [f"{p} {s}" for p, s in zip(prefixes, suffixes, strict=True)],
             "prefix": prefixes,
         }
     )
@@ -101,17 +105,17 @@ def label_chunks(
     is dropped when it straddles the boundary (the boundary is the prefix's token count).
     """
     boundaries = [len(doc.input_ids) for doc in scorer.encode(setting["prefix"].to_list())]
-    boundary = pl.DataFrame({"id": setting["id"], "boundary": boundaries})
+    boundary = pl.DataFrame({ID: setting[ID], "boundary": boundaries})
     return (
-        chunks.join(boundary, on="id")
+        chunks.join(boundary, on=ID)
         .with_columns(
-            pl.when(pl.col("token_start") + 1 >= pl.col("boundary"))
+            pl.when(pl.col(CHUNK_START) + 1 >= pl.col("boundary"))
             .then(1)
-            .when(pl.col("token_end") < pl.col("boundary"))
+            .when(pl.col(CHUNK_END) < pl.col("boundary"))
             .then(0)
-            .alias("label"),
-            pl.lit("online").alias("group"),
+            .alias(LABEL),
+            pl.lit("online").alias(GROUP),
         )
-        .drop_nulls("label")
+        .drop_nulls(LABEL)
         .drop("boundary")
     )

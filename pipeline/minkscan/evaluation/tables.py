@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from minkscan.methods import METHODS, title
+from minkscan.schema import GROUP, LABEL
 from minkscan.statistics import auroc, bootstrap_interval, fpr_at_tpr, tpr_at_fpr
 
 ALL_GROUPS = "all"
@@ -49,7 +50,7 @@ def k_sweep_columns(score_columns: Sequence[str]) -> dict[str, str]:
 
 
 def _groups(frame: pl.DataFrame) -> list[str]:
-    groups = sorted(frame["group"].cast(pl.Utf8).unique().to_list())
+    groups = sorted(frame[GROUP].cast(pl.Utf8).unique().to_list())
     return groups + [ALL_GROUPS] if len(groups) > 1 else groups
 
 
@@ -67,15 +68,15 @@ def metric_table(
     ``auroc_<group>_hi``; ``n_resamples`` stratified resamples, fixed seed), ``tpr@0.01fpr``
     and ``fpr@0.95tpr``.
     """
-    frame = frame.with_columns(pl.col("group").cast(pl.Utf8))
+    frame = frame.with_columns(pl.col(GROUP).cast(pl.Utf8))
     tpr_name = f"tpr@{fpr_target:g}fpr"
     rows = []
     for name, column in methods.items():
         row: dict[str, object] = {"method": name, "column": column}
         for group in _groups(frame):
-            subset = frame if group == ALL_GROUPS else frame.filter(pl.col("group") == group)
+            subset = frame if group == ALL_GROUPS else frame.filter(pl.col(GROUP) == group)
             subset = subset.drop_nulls(column)
-            labels, scores = subset["label"].to_list(), subset[column].to_list()
+            labels, scores = subset[LABEL].to_list(), subset[column].to_list()
             try:
                 row[f"auroc_{group}"] = auroc(labels, scores)
                 if detailed:

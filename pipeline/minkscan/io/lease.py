@@ -34,10 +34,10 @@ import psutil
 
 from minkscan.config import S3Config
 from minkscan.errors import RunFailed, UserError
+from minkscan.schema import LEASE
 
 logger = logging.getLogger(__name__)
 
-LEASE = "_lease.json"
 TTL_SECONDS = 120.0
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
@@ -41,19 +40,21 @@ import pyarrow.parquet as pq
 
 from minkscan.config import S3Config
 from minkscan.errors import RunFailed, UserError
-from minkscan.io.lease import LEASE
 from minkscan.io.paths import filesystem_for, fs_path
-from minkscan.io.sources import OUTPUT_MARKER, InputFile
-
-MARKER = OUTPUT_MARKER
-MANIFEST = "_manifest.json"
-TMP_DIR = "_tmp"
-BAD_DIR = "_bad"
-FORMAT_VERSION = 2
-_PART = re.compile(
-    r"part-(?P<key>[0-9a-f]{16})-(?P<start>\d+)-(?P<end>\d+)-(?P<first>\d+)-(?P<rows>\d+)\.parquet"
+from minkscan.io.sources import InputFile
+from minkscan.schema import (
+    BAD_DIR,
+    MANIFEST,
+    MARKER,
+    OUTPUT_NAMES,
+    ROW,
+    TMP_DIR,
+    PieceKey,
+    parse_part_name,
+    part_name,
 )
-_OWN_NAMES = {MARKER, MANIFEST, LEASE, TMP_DIR, BAD_DIR, "_nightly_manifest.json", "runs"}
+
+FORMAT_VERSION = 2
 
 
 class OutputError(UserError, ValueError):
@@ -95,23 +96,17 @@ def _differences(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
 
 @dataclass(frozen=True)
 class PartFile:
-    """One score shard, described by its name."""
+    """One score shard, described by its name: rows of ``piece``, the smallest ``first``."""
 
     path: str
-    key: str
-    start: int
-    end: int
+    piece: PieceKey
     first: int
     rows: int
 
     @property
-    def piece(self) -> str:
-        return f"{self.key}-{self.start}-{self.end}"
-
-
-def part_name(piece: str, first: int, rows: int) -> str:
-    """The file name of ``rows`` rows of ``piece`` whose smallest row is ``first``."""
-    return f"part-{piece}-{first}-{rows}.parquet"
+    def key(self) -> str:
+        """The input file's key (`minkscan.io.sources.InputFile.key`)."""
+        return self.piece.file
 
 
 class ScoreOutput:
@@ -140,13 +135,13 @@ class ScoreOutput:
                 self._check_creatable()
             return
         names = [entry.base_name for entry in self._entries()]
-        foreign = sorted(n for n in names if n not in _OWN_NAMES and not _PART.fullmatch(n))
+        foreign = sorted(n for n in names if n not in OUTPUT_NAMES and not parse_part_name(n))
         if foreign:
             raise OutputError(
                 f"output {self.root} holds files minkscan did not write ({', '.join(foreign[:5])}"
                 f"{', ...' if len(foreign) > 5 else ''}); give an empty or new directory"
             )
-        if any(_PART.fullmatch(name) for name in names) and not self.exists():
+        if any(parse_part_name(name) for name in names) and not self.exists():
             raise OutputError(f"output {self.root} has score files but no {MARKER}")
         if not self.exists():
             return
@@ -218,22 +213,22 @@ class ScoreOutput:
         """Every score shard in the directory, from the listing alone."""
         parts = []
         for entry in self._entries():
-            match = _PART.fullmatch(entry.base_name)
-            if match and entry.type == pafs.FileType.File:
-                numbers = {k: int(v) for k, v in match.groupdict().items() if k != "key"}
-                parts.append(PartFile(entry.path, match["key"], **numbers))
+            parsed = parse_part_name(entry.base_name)
+            if parsed and entry.type == pafs.FileType.File:
+                parts.append(PartFile(entry.path, *parsed))
         return parts
 
     @staticmethod
-    def completion(parts: list[PartFile]) -> tuple[set[str], dict[str, list[PartFile]]]:
-        """Complete piece ids, and the files of incomplete pieces by piece id."""
-        by_piece: dict[str, list[PartFile]] = defaultdict(list)
+    def completion(
+        parts: list[PartFile],
+    ) -> tuple[set[PieceKey], dict[PieceKey, list[PartFile]]]:
+        """Complete pieces, and the files of incomplete pieces by piece."""
+        by_piece: dict[PieceKey, list[PartFile]] = defaultdict(list)
         for part in parts:
             by_piece[part.piece].append(part)
         complete = {
-            piece for piece, files in by_piece.items()
-            if sum(f.rows for f in files) == files[0].end - files[0].start
-        }  # fmt: skip
+            piece for piece, files in by_piece.items() if sum(f.rows for f in files) == piece.rows
+        }
         return complete, {p: f for p, f in by_piece.items() if p not in complete}
 
     def committed_rows(self, files: list[PartFile]) -> list[int]:
@@ -241,7 +236,7 @@ class ScoreOutput:
         rows: list[int] = []
         for part in files:
             with self.fs.open_input_file(part.path) as handle:
-                rows.extend(pq.read_table(handle, columns=["row"])["row"].to_pylist())
+                rows.extend(pq.read_table(handle, columns=[ROW])[ROW].to_pylist())
         return rows
 
     def write_part(self, table: pa.Table, piece: str, first: int) -> str:

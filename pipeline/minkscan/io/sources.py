@@ -35,23 +35,28 @@ import pyarrow.parquet as pq
 from minkscan.config import DataConfig
 from minkscan.errors import RunFailed, UserError
 from minkscan.io.paths import fs_path
-from minkscan.text.tokenize import BAD_ENCODING, NOT_TEXT
+from minkscan.schema import (
+    ARROW,
+    BAD_ENCODING,
+    CSV,
+    EXTENSIONS,
+    FORMATS,
+    ID,
+    JSONL,
+    MARKER,
+    NOT_TEXT,
+    PARQUET,
+    PIECE,
+    PRESET_STATUS,
+    ROW,
+    SOURCE,
+    TEXT,
+    PieceKey,
+)
 
-ID, TEXT, SOURCE, ROW, PIECE, PRESET_STATUS = "id", "text", "source", "row", "_piece", "_status"
 GLOB_CHARS = "*?["
-FORMATS = ("parquet", "jsonl", "csv", "arrow")
-_EXTENSIONS = {
-    ".parquet": "parquet",
-    ".jsonl": "jsonl",
-    ".jsonl.gz": "jsonl",
-    ".csv": "csv",
-    ".csv.gz": "csv",
-    ".arrow": "arrow",
-}
 # Rows per block yielded by a piece read: small blocks keep every scoring actor busy.
 READ_BLOCK_ROWS = 1024
-# A score output's marker (`minkscan.io.scores.MARKER`): directories holding it are outputs.
-OUTPUT_MARKER = "_minkscan.json"
 _NO_TEXT = "no column"
 # Set by a JSONL read whose text column mixes strings with other values (see `_read_jsonl`).
 NOT_TEXT_FLAG = "_not_text"
@@ -68,7 +73,7 @@ class InputError(UserError, ValueError):
 def file_format(path: str) -> str | None:
     """The format of ``path`` from its extension (None: not an input file)."""
     name = posixpath.basename(path).lower()
-    for extension, kind in sorted(_EXTENSIONS.items(), key=lambda item: -len(item[0])):
+    for extension, kind in sorted(EXTENSIONS.items(), key=lambda item: -len(item[0])):
         if name.endswith(extension):
             return kind
     return None
@@ -80,9 +85,7 @@ def _walk(fs: pafs.FileSystem, directory: str) -> list[pafs.FileInfo]:
     read back as documents."""
     selector = pafs.FileSelector(directory, recursive=True)
     infos = [info for info in fs.get_file_info(selector) if info.type == pafs.FileType.File]
-    outputs = tuple(
-        info.path[: -len(OUTPUT_MARKER)] for info in infos if info.base_name == OUTPUT_MARKER
-    )
+    outputs = tuple(info.path[: -len(MARKER)] for info in infos if info.base_name == MARKER)
     return sorted(
         (
             info for info in infos
@@ -157,7 +160,7 @@ def discover(
         elif info.type == pafs.FileType.File:
             if format is None and file_format(path) is None:
                 raise InputError(
-                    f"input {spec}: unknown format (extensions: {', '.join(_EXTENSIONS)}; "
+                    f"input {spec}: unknown format (extensions: {', '.join(EXTENSIONS)}; "
                     "or --format)"
                 )
             matches = [info]
@@ -196,12 +199,12 @@ def spec_roots(specs: list[str]) -> list[tuple[str, bool]]:
 
 def column_names(fs: pafs.FileSystem, file: InputFile) -> list[str]:
     """The columns of a JSONL, CSV or Arrow file, from its header or first record only."""
-    if file.format == "arrow":
+    if file.format == ARROW:
         with fs.open_input_stream(file.path) as stream:
             return pa.ipc.open_stream(stream).schema.names
     with fs.open_input_stream(file.path) as stream:  # .gz is decompressed by extension
         first = io.TextIOWrapper(stream, encoding="utf-8", errors="replace").readline()
-    if file.format == "csv":
+    if file.format == CSV:
         return next(csv.reader([first]), [])
     record = json.loads(first)  # a JSONDecodeError is a ValueError: the shard is bad
     return list(record) if isinstance(record, dict) else []
@@ -218,18 +221,19 @@ class Piece:
     row_groups: tuple[int, ...] = ()
     done_rows: tuple[int, ...] = ()
 
-    def key(self, end: int | None = None) -> str:
-        return f"{self.file.key}-{self.start}-{self.end if end is None else end}"
+    def key(self, end: int | None = None) -> PieceKey:
+        return PieceKey(self.file.key, self.start, self.end if end is None else end)
 
 
 @dataclass(frozen=True)
 class InputPlan:
-    """The pieces to read, the files that cannot be opened ({path: reason}), and whether
-    the readable files carry the id column."""
+    """The pieces to read, the files that cannot be opened ({path: reason}), whether the
+    readable files carry the id column, and the columns the files have."""
 
     pieces: list[Piece]
     bad: dict[str, str]
     has_ids: bool
+    columns: tuple[str, ...] = ()
 
 
 def plan_pieces(
@@ -253,7 +257,7 @@ def plan_pieces(
     columns_seen: list[list[str]] = []
     for file in files:
         try:
-            if file.format == "parquet":
+            if file.format == PARQUET:
                 with fs.open_input_file(file.path) as handle:
                     metadata = pq.ParquetFile(handle).metadata
                 names = metadata.schema.to_arrow_schema().names
@@ -282,8 +286,8 @@ def plan_pieces(
                 if rows:
                     pieces.append(Piece(file, start, start + rows, tuple(groups)))
                 start, groups, rows = start + rows, [], 0
+    found = sorted({name for names in columns_seen for name in names})
     if bad and not pieces and all(reason.startswith(_NO_TEXT) for reason in bad.values()):
-        found = sorted({name for names in columns_seen for name in names})
         raise InputError(
             f"no input has the text column '{text_column}' (columns found: "
             f"{', '.join(found[:10]) or 'none'}): name it with --text-column"
@@ -294,7 +298,7 @@ def plan_pieces(
             f"id column '{id_column}' is missing from some inputs ({', '.join(missing[:5])}): "
             "give it in every file, or in none to derive ids from file and row"
         )
-    return InputPlan(pieces, bad, any(with_ids.values()))
+    return InputPlan(pieces, bad, any(with_ids.values()), tuple(found))
 
 
 def limit_pieces(
@@ -343,6 +347,12 @@ def plan_inputs(
         raise ShardError(f"cannot read input shard {path}: {reason} (--skip-bad-shards skips it)")
     if not inputs.pieces and not inputs.bad:
         raise InputError(f"the inputs hold no rows: {', '.join(data.input)}")
+    if "id_column" in data.model_fields_set and inputs.pieces and not inputs.has_ids:
+        raise InputError(
+            f"no input has the id column '{id_column}' (columns found: "
+            f"{', '.join(inputs.columns[:10])}): name it with --id-column, or leave it out to "
+            "derive ids from file and row"
+        )
     if data.limit is None:
         return inputs
     return replace(inputs, pieces=limit_pieces(fs, inputs.pieces, data.limit, data.text_column))
@@ -354,19 +364,19 @@ def _read_table(
     """The raw columns of a piece (those of ``columns`` the file has; ``text_column`` is
     the one that holds the documents, if among them)."""
     file = piece.file
-    if file.format == "parquet":
+    if file.format == PARQUET:
         with fs.open_input_file(file.path) as handle:
             parquet = pq.ParquetFile(handle)
             present = [c for c in columns if c in parquet.schema_arrow.names]
             return parquet.read_row_groups(list(piece.row_groups), columns=present)
     with fs.open_input_stream(file.path) as stream:  # .gz is decompressed by extension
         raw = stream.read()
-    if file.format == "jsonl":
+    if file.format == JSONL:
         try:
             table = pajson.read_json(io.BytesIO(raw))
         except pa.ArrowInvalid:  # a column whose type changes between rows
             return _read_jsonl(raw, columns, text_column)
-    elif file.format == "csv":
+    elif file.format == CSV:
         table = pacsv.read_csv(io.BytesIO(raw))
     else:
         table = pa.ipc.open_stream(io.BytesIO(raw)).read_all()
@@ -482,7 +492,7 @@ def read_piece(
             TEXT: text,
             SOURCE: pa.array([relpath] * table.num_rows, pa.string()),
             ROW: rows,
-            PIECE: pa.array([piece.key(end)] * table.num_rows, pa.string()),
+            PIECE: pa.array([str(piece.key(end))] * table.num_rows, pa.string()),
             PRESET_STATUS: status,
             **{name: table[name] for name in keep_columns},
         }

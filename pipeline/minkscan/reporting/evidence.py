@@ -14,6 +14,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from minkscan.schema import (
+    GROUP,
+    GROUP_KEY,
+    ID,
+    N_TOKENS,
+    TEXT,
+    TOKEN_COLUMNS,
+    TOKEN_END,
+    TOKEN_START,
+    TOKEN_Z,
+)
+
 EXCERPT_CHARS = 600
 LEAD_CHARS = 80  # context shown before the first marked token of a window
 DEFAULT_K_PERCENT = 20
@@ -50,6 +62,27 @@ def lowest_k(z: np.ndarray, percent: int) -> np.ndarray:
     return np.sort(np.argsort(z, kind="stable")[:k])
 
 
+def whole_words(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Token spans as the words they belong to: leading whitespace dropped, each widened to
+    the word (run of letters and digits) around it, overlapping or touching ones merged --
+    so a number split into digit tokens is marked once, and no mark starts with a space."""
+    words: list[tuple[int, int]] = []
+    for start, stop in sorted(spans):
+        while start < stop and text[start].isspace():
+            start += 1
+        if start >= stop:
+            continue
+        while start > 0 and text[start - 1].isalnum() and text[start].isalnum():
+            start -= 1
+        while stop < len(text) and text[stop].isalnum() and text[stop - 1].isalnum():
+            stop += 1
+        if words and start <= words[-1][1]:
+            words[-1] = (words[-1][0], max(stop, words[-1][1]))
+        else:
+            words.append((start, stop))
+    return words
+
+
 def _window(spans: list[tuple[int, int]], length: int) -> tuple[int, int]:
     """The EXCERPT_CHARS-long character window holding the most marked spans."""
     if length <= EXCERPT_CHARS or not spans:
@@ -80,16 +113,16 @@ def excerpt(text: str, spans: list[tuple[int, int]]) -> tuple[list[tuple[str, bo
 
 def _evidence(row: dict, method: str, has_tokens: bool, has_text: bool) -> Evidence:
     base = {
-        "id": str(row.get("id")),
-        "group": str(row["_group"]),
+        ID: str(row.get(ID)),
+        GROUP: str(row[GROUP_KEY]),
         "score": float(row[method]),
-        "n_tokens": row.get("n_tokens"),
+        N_TOKENS: row.get(N_TOKENS),
     }
-    text = row.get("text") if has_text else None
+    text = row.get(TEXT) if has_text else None
     if not isinstance(text, str):
         return Evidence(**base, note=NO_TEXT_NOTE)
-    z = row.get("token_z") if has_tokens else None
-    starts, ends = row.get("token_start"), row.get("token_end")
+    z = row.get(TOKEN_Z) if has_tokens else None
+    starts, ends = row.get(TOKEN_START), row.get(TOKEN_END)
     if not z or not starts or not ends:
         segments, before, after = excerpt(text, [])
         return Evidence(
@@ -97,28 +130,28 @@ def _evidence(row: dict, method: str, has_tokens: bool, has_text: bool) -> Evide
             note="run `minkscan score --token-scores` to mark the tokens behind the score",
         )  # fmt: skip
     picked = lowest_k(np.asarray(z, dtype=np.float64), k_percent(method))
-    spans = [(int(starts[i]), int(ends[i])) for i in picked]
+    spans = whole_words(text, [(int(starts[i]), int(ends[i])) for i in picked])
     segments, before, after = excerpt(text, spans)
     lowest = [text[s:e] for s, e in spans]
     return Evidence(
         **base, segments=segments, cut_before=before, cut_after=after, lowest_tokens=lowest,
-        note=f"marked: the {len(picked)} lowest-z tokens of {len(z)} "
+        note=f"marked: the words holding the {len(picked)} lowest-z tokens of {len(z)} "
              f"(the {k_percent(method)}% that the score averages)",
     )  # fmt: skip
 
 
 def top_evidence(rows: pl.LazyFrame, method: str, names: list[str], top_n: int) -> list[Evidence]:
     """The ``top_n`` documents with the highest ``method`` score, as evidence."""
-    has_tokens = {"token_z", "token_start", "token_end"} <= set(names)
-    has_text = "text" in names
-    wanted = ["id", "_group", "n_tokens", method]
-    wanted += ["text"] if has_text else []
-    wanted += ["token_z", "token_start", "token_end"] if has_tokens else []
+    has_tokens = set(TOKEN_COLUMNS) <= set(names)
+    has_text = TEXT in names
+    wanted = [ID, GROUP_KEY, N_TOKENS, method]
+    wanted += [TEXT] if has_text else []
+    wanted += list(TOKEN_COLUMNS) if has_tokens else []
     top = (
         rows.filter(pl.col(method).is_not_null() & pl.col(method).is_finite())
         .sort(method, descending=True)
         .head(top_n)
-        .select([name for name in wanted if name in names or name == "_group"])
+        .select([name for name in wanted if name in names or name == GROUP_KEY])
         .collect()
     )
     return [_evidence(row, method, has_tokens, has_text) for row in top.iter_rows(named=True)]

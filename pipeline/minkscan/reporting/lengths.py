@@ -21,6 +21,7 @@ import polars as pl
 from scipy.stats import binomtest, ks_2samp
 
 from minkscan.calibration.threshold import Calibration, is_flagged
+from minkscan.schema import GROUP_KEY, N_TOKENS
 
 KS_P = 0.01
 KS_D = 0.1
@@ -66,7 +67,12 @@ class LengthCheck:
             f"{self.audited_median:.0f} vs {self.calibration_median:.0f} tokens; two-sample "
             f"Kolmogorov-Smirnov D = {self.ks_statistic:.2f}, p = {self.ks_p_value:.2g}): "
             "scores depend on length, so flagged fractions may reflect length rather than "
-            "membership; see the length-matched comparison"
+            "membership; "
+            + (
+                "see the length-matched comparison in the document-length section"
+                if self.matched
+                else self.matched_note
+            )
         )
 
 
@@ -78,7 +84,7 @@ def length_check(rows: pl.LazyFrame, method: str, calibration: Calibration) -> L
         return None
     cal_lengths = np.asarray(cal.nonmember_lengths, dtype=np.float64)
     scored = rows.filter(pl.col(method).is_not_null() & pl.col(method).is_finite())
-    audited = scored.select("n_tokens").collect()["n_tokens"]
+    audited = scored.select(N_TOKENS).collect()[N_TOKENS]
     if audited.len() == 0:
         return None
     sample = audited.sample(min(SAMPLE, audited.len()), seed=0).to_numpy().astype(np.float64)
@@ -121,14 +127,14 @@ def _matched(
     scores = np.asarray(cal.nonmember_sample)
     above = scores > cal.threshold
     bin_fpr = np.array([above[cal_bins == b].mean() for b in range(per_bin.size)])
-    length_bin = pl.sum_horizontal([(pl.col("n_tokens") > edge).cast(pl.Int64) for edge in edges])
+    length_bin = pl.sum_horizontal([(pl.col(N_TOKENS) > edge).cast(pl.Int64) for edge in edges])
     counts = (
-        scored.group_by("_group", length_bin.alias("_bin"))
+        scored.group_by(GROUP_KEY, length_bin.alias("_bin"))
         .agg(pl.len().alias("n"), is_flagged(pl.col(method), cal.threshold).sum().alias("flagged"))
         .collect()
     )
     rows = []
-    for (group,), part in sorted(counts.group_by("_group"), key=lambda item: str(item[0][0])):
+    for (group,), part in sorted(counts.group_by(GROUP_KEY), key=lambda item: str(item[0][0])):
         n, flagged = int(part["n"].sum()), int(part["flagged"].sum())
         shares = np.zeros(per_bin.size)
         shares[part["_bin"].to_numpy()] = part["n"].to_numpy() / n

@@ -17,9 +17,11 @@ from pathlib import Path
 
 import jinja2
 
+from minkscan.calibration.threshold import is_flagged
 from minkscan.io.paths import join, write_text
 from minkscan.reporting import plots
-from minkscan.reporting.summary import GroupResult, Report, format_p, p_phrase
+from minkscan.reporting.summary import AT_LEAST_NOTE, Report, format_p, p_phrase
+from minkscan.schema import GROUP, ID
 
 _ENVIRONMENT = jinja2.Environment(
     loader=jinja2.PackageLoader("minkscan.reporting", "templates"),
@@ -50,11 +52,42 @@ def _markdown_table(header: list[str], rows: list[list[object]]) -> list[str]:
     return lines + ["| " + " | ".join(markdown_cell(c) for c in row) + " |" for row in rows]
 
 
-def _estimate(row: GroupResult) -> str:
-    bound = "at least " if row.contamination_is_lower_bound else ""
-    return (
-        f"{bound}{percent(row.contamination)} [{percent(row.contamination_low)}, "
-        f"{percent(row.contamination_high)}]"
+def distinct_digits(values: list[float], threshold: float) -> int:
+    """Significant digits at which none of ``values`` reads as the threshold unless it is
+    equal to it (a flagged score never looks equal to the threshold it exceeds)."""
+    digits = 3
+    while digits < 17 and any(
+        v != threshold and f"{v:.{digits}g}" == f"{threshold:.{digits}g}" for v in values
+    ):
+        digits += 1
+    return digits
+
+
+def _length_section(report: Report) -> list[str]:
+    """The document-length comparison, as the HTML shows it."""
+    lengths = report.lengths
+    if lengths is None:
+        return []
+    lines = ["", "## Document length", "",
+             f"Audited median {lengths.audited_median:.0f} tokens, calibration non-members "
+             f"{lengths.calibration_median:.0f}; two-sample Kolmogorov-Smirnov D = "
+             f"{lengths.ks_statistic:.2f}, {p_phrase(lengths.ks_p_value)} "
+             f"({'the distributions differ' if lengths.differs else 'no material difference'};"
+             " rule: p < 0.01 and D >= 0.1).", ""]  # fmt: skip
+    if not lengths.matched:
+        return [*lines, markdown_cell(lengths.matched_note)]
+    return lines + _markdown_table(
+        [GROUP, "scored", "flagged", "length-matched chance", "p"],
+        [
+            [
+                m.group,
+                m.n_scored,
+                percent(m.flagged_fraction),
+                percent(m.matched_chance),
+                format_p(m.p_value),
+            ]
+            for m in lengths.matched
+        ],  # fmt: skip
     )
 
 
@@ -78,7 +111,7 @@ def markdown_summary(report: Report) -> str:
         "",
     ]
     lines += _markdown_table(
-        ["group", "scored", "flagged", "chance", "p (Holm)", "contamination"],
+        [GROUP, "scored", "flagged", "chance", "p (Holm)", "contamination"],
         [
             [
                 r.group,
@@ -87,24 +120,35 @@ def markdown_summary(report: Report) -> str:
                 f"{percent(r.flagged_high)}]",
                 percent(r.expected_fraction),
                 format_p(r.p_adjusted),
-                _estimate(r),
+                r.estimate(),
             ]
             for r in report.primary
         ],  # fmt: skip
     )
+    if report.at_least:
+        lines += ["", f"_{markdown_cell(AT_LEAST_NOTE)}_"]
+    lines += _length_section(report)
     if report.top_documents:
-        lines += ["", "## Most member-like documents", ""]
+        digits = distinct_digits([d.score for d in report.top_documents], cal.threshold)
+        lines += ["", "## Most member-like documents", "",
+                  f"Flagged when score > {cal.threshold:.{digits}g}.", ""]  # fmt: skip
         lines += _markdown_table(
-            ["id", "group", "score", "lowest-z tokens"],
+            [ID, GROUP, "score", "flagged", "lowest-z words"],
             [
-                [d.id, d.group, significant_digits(d.score), " · ".join(d.lowest_tokens[:12])]
+                [
+                    d.id,
+                    d.group,
+                    f"{d.score:.{digits}g}",
+                    "yes" if is_flagged(d.score, cal.threshold) else "no",
+                    " · ".join(d.lowest_tokens[:12]),
+                ]
                 for d in report.top_documents
-            ],
+            ],  # fmt: skip
         )
     if report.exploratory:
         lines += ["", "## Exploratory (other methods; p Holm-adjusted across all)", ""]
         lines += _markdown_table(
-            ["method", "group", "flagged", "chance", "p", "p (Holm)"],
+            ["method", GROUP, "flagged", "chance", "p", "p (Holm)"],
             [
                 [
                     r.method,
@@ -137,6 +181,9 @@ def html_page(report: Report) -> str:
         plots=figures,
         pct=percent,
         sig=significant_digits,
+        digits=distinct_digits([d.score for d in report.top_documents], report.threshold),
+        flagged=lambda score: is_flagged(score, report.threshold),
+        at_least_note=AT_LEAST_NOTE,
         fmt_p=format_p,
         p_phrase=p_phrase,
         version=importlib.metadata.version("minkscan"),

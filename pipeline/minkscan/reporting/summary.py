@@ -4,8 +4,9 @@ A document is flagged when its score is above the method's threshold (`is_flagge
 group, the flagged fraction f (Clopper-Pearson interval) is compared with the chance rate
 (the calibrated FPR) by a one-sided binomial test. Where the method's TPR is known, the
 contaminated fraction is estimated as (f - FPR) / (TPR - FPR), clipped to [0, 1], with the
-interval of f mapped through the same formula; without a TPR, (f - FPR) / (1 - FPR) is a
-lower bound (TPR <= 1).
+interval of f and that of the TPR mapped through the same formula; without a TPR,
+(f - FPR) / (1 - FPR) is a lower bound (TPR <= 1). An interval spanning nearly all of
+[0, 1] is reported as not estimable.
 
 The primary method is declared before looking (default Min-K%++ k=20). Its p-values are
 Holm-adjusted across groups and decide the verdict; every other method is exploratory, with
@@ -23,6 +24,7 @@ from scipy.stats import binomtest
 
 from minkscan.calibration.threshold import (
     Calibration,
+    MethodCalibration,
     is_flagged,
     primary_method,
     sample_size_warning,
@@ -30,9 +32,19 @@ from minkscan.calibration.threshold import (
 from minkscan.methods import score_columns
 from minkscan.reporting.evidence import Evidence, top_evidence
 from minkscan.reporting.lengths import LengthCheck, length_check
+from minkscan.schema import GROUP_KEY, LABEL, N_TOKENS
 from minkscan.statistics import clopper_pearson, holm
 
 ROC_OTHERS = 3  # methods drawn beside the primary one in the ROC plot
+# A contamination interval this wide or wider is no estimate at all.
+NOT_ESTIMABLE_WIDTH = 0.9
+NOT_ESTIMABLE = "not estimable with this calibration (needs more members / a higher TPR)"
+# Said once, where an estimate reads "at least".
+AT_LEAST_NOTE = (
+    "'at least': the calibration has no members (or a TPR no higher than its FPR), so the "
+    "TPR is unknown and (flagged - FPR) / (1 - FPR) is a lower bound on the contaminated "
+    "fraction"
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,22 @@ class GroupResult:
 
     def significant(self, alpha: float) -> bool:
         return self.p_adjusted < alpha
+
+    @property
+    def estimable(self) -> bool:
+        """Whether the contamination interval says anything: one spanning nearly all of
+        [0, 1] does not (too few members, or a TPR too close to the FPR)."""
+        return self.contamination_high - self.contamination_low < NOT_ESTIMABLE_WIDTH
+
+    def estimate(self) -> str:
+        """'12.3% [4.0%, 25.1%]', 'at least 12.3% [...]' or 'not estimable ...'."""
+        if not self.estimable:
+            return NOT_ESTIMABLE
+        bound = "at least " if self.contamination_is_lower_bound else ""
+        return (
+            f"{bound}{_percent(self.contamination)} [{_percent(self.contamination_low)}, "
+            f"{_percent(self.contamination_high)}]"
+        )
 
 
 @dataclass(frozen=True)
@@ -84,8 +112,17 @@ class Report:
         return self.calibration.methods[self.primary_method].threshold
 
     def exceeding(self, bound: float) -> list[GroupResult]:
-        """Primary-method groups whose estimated contamination exceeds ``bound``."""
-        return [row for row in self.primary if row.contamination > bound]
+        """Groups that fail a gate at contamination ``bound`` on the verdict's own evidence:
+        significant after Holm, and the lower end of the contamination interval above it."""
+        return [
+            row for row in self.primary
+            if row.significant(self.alpha) and row.contamination_low > bound
+        ]  # fmt: skip
+
+    @property
+    def at_least(self) -> bool:
+        """Whether some shown estimate is a lower bound (then `AT_LEAST_NOTE` explains it)."""
+        return any(r.estimable and r.contamination_is_lower_bound for r in self.results)
 
     def headline(self) -> str:
         """One sentence over all groups."""
@@ -111,12 +148,10 @@ class Report:
                 f"No evidence of contamination in group '{row.group}' at the "
                 f"{self.alpha:.0%} level: {rates}."
             )
-        estimate = "at least " if row.contamination_is_lower_bound else ""
         return (
             f"Evidence of contamination in group '{row.group}' at the {self.alpha:.0%} level: "
-            f"{rates}; estimated contaminated fraction {estimate}"
-            f"{_percent(row.contamination)} [{_percent(row.contamination_low)}, "
-            f"{_percent(row.contamination_high)}].{self._length_caveat(row)}"
+            f"{rates}; estimated contaminated fraction {row.estimate()}."
+            f"{self._length_caveat(row)}"
         )
 
     def _length_caveat(self, row: GroupResult) -> str:
@@ -150,22 +185,34 @@ def p_phrase(value: float) -> str:
 
 
 def _contamination(
-    flagged: int, n: int, fpr: float, tpr: float | None, confidence: float
+    flagged: int, n: int, cal: MethodCalibration, confidence: float
 ) -> tuple[float, float, float, bool]:
+    """(estimate, low, high, lower bound?) of the contaminated fraction. Its interval takes
+    the flagged fraction's interval and, where members were calibrated, the TPR's: the
+    high end divides by the lowest plausible TPR, the low end by the highest."""
     low, high = clopper_pearson(flagged, n, confidence)
-    ceiling = tpr if tpr is not None and tpr > fpr else 1.0
+    fpr = cal.fpr
+    if cal.tpr is None or cal.tpr <= fpr:
+        ceiling = ceiling_low = ceiling_high = 1.0
+    else:
+        ceiling = cal.tpr
+        ceiling_low = cal.tpr_low if cal.tpr_low is not None and cal.tpr_low > fpr else None
+        ceiling_high = cal.tpr_high if cal.tpr_high is not None else cal.tpr
 
-    def mapped(fraction: float) -> float:
-        return float(np.clip((fraction - fpr) / (ceiling - fpr), 0.0, 1.0))
+    def mapped(fraction: float, top: float | None) -> float:
+        if top is None:  # the TPR may be no higher than the FPR: no upper limit
+            return 1.0 if fraction > fpr else 0.0
+        return float(np.clip((fraction - fpr) / (top - fpr), 0.0, 1.0))
 
-    return mapped(flagged / n), mapped(low), mapped(high), tpr is None or tpr <= fpr
+    bound = cal.tpr is None or cal.tpr <= fpr
+    return mapped(flagged / n, ceiling), mapped(low, ceiling_high), mapped(high, ceiling_low), bound
 
 
 def _results(rows: pl.LazyFrame, methods: list[str], calibration: Calibration) -> list[GroupResult]:
     """Rows of several methods from one pass over the scores, p-values Holm-adjusted across
     all of them. A group where a method scored nothing has no row for it."""
     counts = (
-        rows.group_by("_group")
+        rows.group_by(GROUP_KEY)
         .agg(
             expr
             for method in methods
@@ -179,20 +226,18 @@ def _results(rows: pl.LazyFrame, methods: list[str], calibration: Calibration) -
                 .alias(f"flagged:{method}"),
             )
         )
-        .sort("_group")
+        .sort(GROUP_KEY)
         .collect()
     )
     results = []
     for method in methods:
         cal = calibration.methods[method]
-        for name, n, flagged in counts.select("_group", f"n:{method}", f"flagged:{method}").rows():
+        for name, n, flagged in counts.select(GROUP_KEY, f"n:{method}", f"flagged:{method}").rows():
             if n == 0:
                 continue
             low, high = clopper_pearson(flagged, n, calibration.confidence)
             p_value = binomtest(flagged, n, max(cal.fpr, 1e-12), alternative="greater").pvalue
-            estimate, c_low, c_high, bound = _contamination(
-                flagged, n, cal.fpr, cal.tpr, calibration.confidence
-            )
+            estimate, c_low, c_high, bound = _contamination(flagged, n, cal, calibration.confidence)
             results.append(
                 GroupResult(
                     group=str(name),
@@ -239,7 +284,7 @@ def build_report(
             f"with `minkscan score --keep-columns {group_column}`"
         )
     group = pl.col(group_column).cast(pl.Utf8).fill_null("(none)") if group_column else None
-    rows = scores.with_columns((group if group is not None else pl.lit("all")).alias("_group"))
+    rows = scores.with_columns((group if group is not None else pl.lit("all")).alias(GROUP_KEY))
     others = [method for method in methods if method != primary]
     warnings = [w for w in [sample_size_warning(calibration, primary)] if w]
     if model and calibration.model and model != calibration.model:
@@ -247,7 +292,7 @@ def build_report(
             f"the scores come from model '{model}' but the calibration from "
             f"'{calibration.model}': thresholds do not transfer between models"
         )
-    lengths = length_check(rows, primary, calibration) if "n_tokens" in names else None
+    lengths = length_check(rows, primary, calibration) if N_TOKENS in names else None
     if lengths is not None and lengths.warning:
         warnings.append(lengths.warning)
     roc = _roc(rows, primary, others, names)
@@ -278,9 +323,9 @@ def _primary(methods: list[str], declared: str | None) -> str:
 
 def _sample(rows: pl.LazyFrame, method: str, size: int) -> dict[str, list[float]]:
     """Up to ``size`` finite primary scores per group (seeded), for the histogram."""
-    finite = rows.filter(pl.col(method).is_finite()).select("_group", method).collect()
+    finite = rows.filter(pl.col(method).is_finite()).select(GROUP_KEY, method).collect()
     sample = {}
-    for (name,), part in finite.group_by("_group", maintain_order=True):
+    for (name,), part in finite.group_by(GROUP_KEY, maintain_order=True):
         values = part[method]
         if values.len() > size:
             values = values.sample(size, seed=0)
@@ -293,20 +338,20 @@ def _roc(
 ) -> dict[str, tuple[list[float], list[float], float]]:
     """ROC curves when the scores carry 0/1 labels of both classes: the primary method and
     the ``ROC_OTHERS`` other methods of highest AUROC."""
-    if "label" not in names:
+    if LABEL not in names:
         return {}
     from sklearn.metrics import roc_auc_score, roc_curve
 
-    labelled = rows.filter(pl.col("label").is_not_null()).select(["label", primary, *others])
+    labelled = rows.filter(pl.col(LABEL).is_not_null()).select([LABEL, primary, *others])
     labelled = labelled.collect()
-    if labelled["label"].n_unique() < 2:
+    if labelled[LABEL].n_unique() < 2:
         return {}
     curves = {}
     for method in [primary, *others]:
         part = labelled.filter(pl.col(method).is_not_null() & pl.col(method).is_finite())
-        if part["label"].n_unique() < 2:
+        if part[LABEL].n_unique() < 2:
             continue
-        truth, values = part["label"].to_numpy(), part[method].to_numpy()
+        truth, values = part[LABEL].to_numpy(), part[method].to_numpy()
         fpr, tpr, _ = roc_curve(truth, values)
         curves[method] = (fpr.tolist(), tpr.tolist(), float(roc_auc_score(truth, values)))
     best_others = sorted((m for m in curves if m != primary), key=lambda m: -curves[m][2])

@@ -11,17 +11,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from minkscan.schema import (
+    EMPTY,
+    NOT_TEXT,
+    OK,
+    SCORED_STATUSES,
+    TOO_SHORT,
+    TRUNCATED,
+    WINDOWED,
+)
+
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
-
-OK = "ok"
-EMPTY = "empty"  # None, "", or only whitespace and NUL characters
-NOT_TEXT = "not_text"  # not a string
-BAD_ENCODING = "bad_encoding"  # bytes that are not UTF-8 (set when the input is read)
-TOO_SHORT = "too_short"  # fewer than two tokens: nothing to score
-TRUNCATED = "truncated"  # longer than max_tokens; scored on the first max_tokens tokens
-WINDOWED = "windowed"  # longer than max_tokens; every token scored with sliding windows
-SCORED_STATUSES = frozenset({OK, TRUNCATED, WINDOWED})
 
 
 @dataclass(frozen=True)
