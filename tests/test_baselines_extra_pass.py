@@ -20,9 +20,8 @@ from minkscan.baselines.extra_pass import (
 from minkscan.config import ScoringConfig
 from minkscan.scorer import DocumentScorer
 from minkscan.text.tokenize import EncodedDocument
+from tiny_models import TRAINING_TEXT, build_tiny_model
 from transformers import BertConfig, BertForMaskedLM, BertTokenizer
-
-from tests.conftest import TRAINING_TEXT, build_tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,11 @@ Dynamo's fast `aot_eager` backend here: the machinery is the same, the compile i
 from __future__ import annotations
 
 import pytest
-from conftest import TRAINING_TEXT, build_tiny_model
 from minkscan.config import ScoringConfig
 from minkscan.models import compiled
 from minkscan.models.compiled import Body, compile_pays
 from minkscan.scorer import DocumentScorer
+from tiny_models import TRAINING_TEXT, build_tiny_model
 
 TEXTS = [" ".join(TRAINING_TEXT[: 1 + i % 6]) + f" {i}" for i in range(40)]
 

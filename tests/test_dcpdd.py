@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from conftest import SAMPLE
+from helpers import SAMPLE
 from minkscan.cli import main
 from minkscan.config import ScoringConfig
 from minkscan.io.scores import read_scores

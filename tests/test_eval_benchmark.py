@@ -6,19 +6,9 @@ import json
 
 import polars as pl
 import pytest
-import ray
 from minkscan.cli import main
 from minkscan.evaluation.tables import metric_table, to_markdown
-
-from tests.conftest import TRAINING_TEXT
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    """One embedded Ray for the module's benchmark runs (each would otherwise start its own)."""
-    ray.init(num_cpus=5, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+from tiny_models import TRAINING_TEXT
 
 
 def test_metric_table_has_auroc_and_tpr_per_group_plus_all() -> None:
@@ -52,6 +42,7 @@ def test_detailed_metric_table_adds_auroc_interval_tpr_at_1pct_and_fpr_at_95pct(
     assert "auroc_g_lo" not in markdown and f"0.875 [{row['auroc_g_lo']:.3f}, " in markdown
 
 
+@pytest.mark.usefixtures("local_ray")
 def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_windows(
     tiny_llama_dir, tiny_gpt2_dir, tmp_path, capsys
 ):

@@ -9,8 +9,7 @@ from minkscan.evaluation.online import chunk_scores, label_chunks, online_settin
 from minkscan.models.forward import Tiles, batch_token_stats
 from minkscan.scorer import DocumentScorer
 from minkscan.scoring.aggregate import document_scores
-
-from tests.conftest import TRAINING_TEXT
+from tiny_models import TRAINING_TEXT
 
 LONG_TEXT = " ".join(TRAINING_TEXT)
 

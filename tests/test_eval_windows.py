@@ -10,8 +10,7 @@ from minkscan.models.forward import TokenBatch
 from minkscan.scorer import DocumentScorer, score_texts
 from minkscan.scoring.windows import plan_windows
 from naive_reference import naive_scores_of_tokens, naive_token_scores
-
-from tests.conftest import TRAINING_TEXT
+from tiny_models import TRAINING_TEXT
 
 LONG_TEXTS = [" ".join(TRAINING_TEXT[:3]), " ".join(TRAINING_TEXT[3:])]  # ~150 tokens each
 SHORT_TEXTS = [TRAINING_TEXT[0], "", "lazy dog"]  # 32 (= max_tokens), 0 and 7 tokens

@@ -12,11 +12,11 @@ import time  # noqa: E402
 
 import minkscan.models.forward as forward  # noqa: E402
 import minkscan.models.probes as probes  # noqa: E402
-from conftest import build_tiny_model  # noqa: E402
 from minkscan.kernels.fused_head import token_stats_chunked, token_stats_triton  # noqa: E402
 from minkscan.models.forward import Tiles, TokenBatch, batch_token_stats  # noqa: E402
 from minkscan.models.probes import choose_head_path  # noqa: E402
 from minkscan.scoring.token_stats import TokenStats, token_stats_from_hidden  # noqa: E402
+from tiny_models import build_tiny_model  # noqa: E402
 
 BLOCKS = {"block_n": 16, "block_v": 128, "block_h": 16}
 

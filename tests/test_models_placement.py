@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 from accelerate import dispatch_model
-from conftest import build_tiny_model
 from minkscan.config import ConfigError, ModelConfig, ScoringConfig, build_config
 from minkscan.errors import UserError
 from minkscan.models import loading
 from minkscan.models.loading import load_model
 from minkscan.scorer import DocumentScorer
+from tiny_models import build_tiny_model
 
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Ray Data streams Parquet shards."]
 

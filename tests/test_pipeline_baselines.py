@@ -9,15 +9,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-import ray
 from minkscan.baselines.extra_pass import lowercase_scores, neighbor_scores, reference_scores
 from minkscan.config import build_config
 from minkscan.distributed.runner import run_scoring
 from minkscan.io.scores import OutputError
 from minkscan.models.loading import load_model
 from minkscan.scorer import DocumentScorer
-
-from tests.conftest import TRAINING_TEXT
+from tiny_models import TRAINING_TEXT
 
 TEXTS = [*TRAINING_TEXT[:4], "", "A", None, " ".join(TRAINING_TEXT[4:])]
 IDS = [f"doc-{i:02d}" for i in range(len(TEXTS))]
@@ -31,13 +29,7 @@ BASELINE_COLUMNS = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    # The target and the reference actor hold 1.5 CPUs each (the default), a read task one,
-    # the tokenizer and a commit a quarter each.
-    ray.init(num_cpus=5, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("local_ray")
 
 
 def test_baseline_stages_match_the_in_process_functions(tiny_llama_dir, tiny_gpt2_dir, tmp_path):

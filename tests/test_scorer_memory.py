@@ -8,10 +8,10 @@ import weakref
 
 import pytest
 import torch
-from conftest import TRAINING_TEXT, build_tiny_model
 from memory import PeakMemory
 from minkscan.config import ScoringConfig
 from minkscan.scorer import DocumentScorer, score_texts
+from tiny_models import TRAINING_TEXT, build_tiny_model
 
 
 def live_tensor_bytes() -> int:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import build_tiny_model
 from minkscan import score_texts
 from minkscan.config import ConfigError, ScoringConfig, build_config
 from minkscan.methods import single_pass_columns
 from minkscan.models.loading import LoadedModel
+from tiny_models import build_tiny_model
 
 
 def test_each_bad_row_gets_a_status_and_null_scores_while_good_rows_are_scored(

@@ -6,7 +6,7 @@ import math
 
 import polars as pl
 import pytest
-from conftest import SAMPLE, WIKIMIA32
+from helpers import SAMPLE, WIKIMIA32
 from minkscan import score_texts
 from minkscan.config import ModelConfig
 from minkscan.models.loading import LoadedModel, default_cache_dir, load_model

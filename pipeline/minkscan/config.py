@@ -6,6 +6,7 @@ starts, with the dotted path of the offending key in the message.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,6 +41,14 @@ def _gpu_share(gpus: float) -> float:
     return gpus
 
 
+def local_path(value: str) -> str:
+    """A relative local path made absolute (actors and jobs do not share the driver's working
+    directory); URIs such as ``s3://`` are kept as they are."""
+    if "://" in value:
+        return value
+    return os.path.abspath(os.path.expanduser(value))
+
+
 class ModelConfig(_Section):
     """Which causal LM scores the text, and how it is placed in memory."""
 
@@ -59,6 +68,17 @@ class ModelConfig(_Section):
     cache_dir: Path | None = Field(
         None, description="Where dequantised bundled models are cached (default ~/.cache/minkscan)."
     )
+
+    @field_validator("name")
+    @classmethod
+    def _local_directory_absolute(cls, name: str) -> str:
+        """A name that is a local directory, absolute (else: bundled or a hub id, as given)."""
+        return local_path(name) if Path(name).expanduser().is_dir() else name
+
+    @field_validator("cache_dir")
+    @classmethod
+    def _cache_absolute(cls, directory: Path | None) -> Path | None:
+        return None if directory is None else Path(local_path(str(directory)))
 
 
 class ScoringConfig(_Section):
@@ -146,6 +166,11 @@ class ScoringConfig(_Section):
         "(columns token_z, token_start, token_end, plus the text) from the same forward pass; "
         "reports use them to show which tokens pulled a document's score down.",
     )
+
+    @field_validator("dcpdd_frequencies")
+    @classmethod
+    def _frequencies_absolute(cls, path: str | None) -> str | None:
+        return None if path is None else local_path(path)
 
     @field_validator("batch_tokens")
     @classmethod
@@ -304,6 +329,12 @@ class RayConfig(_Section):
         gt=0,
         description="Also the actor's torch threads (rounded); 1.5 leaves half a CPU of a "
         "2-core machine to reading, tokenising and writing.",
+    )
+    tokenize_tasks: int = Field(
+        1,
+        ge=1,
+        description="Tokenising tasks at once: each worker keeps its tokenizer loaded, and "
+        "one fast tokenizer keeps several GPUs fed.",
     )
     block_rows: int = Field(
         256,

@@ -21,7 +21,6 @@ from minkscan.distributed.pipeline import LIGHT_TASK_CPUS
 from minkscan.distributed.progress import quiet_ray
 from minkscan.distributed.session import ray_session
 from minkscan.distributed.spec import StageSpec
-from minkscan.distributed.stages import load_tokenizer
 from minkscan.io.paths import filesystem_for
 from minkscan.io.sources import (
     InputError,
@@ -30,6 +29,7 @@ from minkscan.io.sources import (
     plan_inputs,
     read_piece,
 )
+from minkscan.models.loading import load_tokenizer
 from minkscan.schema import TEXT
 from minkscan.text.frequencies import exists, write_frequencies
 

@@ -1,6 +1,6 @@
 """The scoring pipeline as a list of stage specs built from the config, and its Ray Data wiring.
 
-pieces -> read (CPU tasks) -> TokenizeStage (CPU actor) -> ScoreStage (one model replica per
+pieces -> read (CPU tasks) -> tokenize (CPU tasks) -> ScoreStage (one model replica per
 actor; also Lowercase and Neighbor) [-> ReferenceStage] -> commit (CPU tasks writing score
 files) -> one statistics row per written file, streamed back to the driver.
 
@@ -92,11 +92,11 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
         ),
         StageSpec(
             "tokenize",
-            f"{STAGES}:TokenizeStage",
-            {"model": config.model, "scoring": scoring},
+            f"{STAGES}:tokenize",
+            {"model": config.model.model_dump_json(), "scoring": scoring},
             cpus=LIGHT_TASK_CPUS,
             batch_rows=ray_config.block_rows,
-            pool=(1, 1),
+            concurrency=ray_config.tokenize_tasks,
         ),
         StageSpec(
             "score",

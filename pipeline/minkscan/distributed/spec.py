@@ -26,7 +26,8 @@ class StageSpec:
     (run in an actor pool of ``pool = (min, max)`` actors, ``kwargs`` its constructor's),
     or ``"module:name"`` naming one (imported when the stage is applied, so that declaring a
     pipeline imports no model code).
-    ``batch_rows`` rows reach one call (None: a whole block). A GPU stage asks Ray for its
+    ``batch_rows`` rows reach one call (None: a whole block); ``concurrency`` caps the tasks
+    of a task stage running at once (None: as many as fit). A GPU stage asks Ray for its
     GPUs only, as Ray Data documents: Ray then reserves one CPU with each of its actors.
     ``adds`` lists the output columns it writes into the score files, in their order.
     """
@@ -38,6 +39,7 @@ class StageSpec:
     gpus: float = 0.0
     batch_rows: int | None = None
     pool: tuple[int, int] | None = None
+    concurrency: int | None = None
     adds: tuple[str, ...] = ()
     remote_args: dict[str, Any] = field(default_factory=dict)
 
@@ -62,7 +64,7 @@ class StageSpec:
         arguments = "fn_constructor_kwargs" if self.pool else "fn_kwargs"
         compute = (
             {"compute": ray.data.ActorPoolStrategy(min_size=self.pool[0], max_size=self.pool[1])}
-            if self.pool else {}
+            if self.pool else {"concurrency": self.concurrency} if self.concurrency else {}
         )  # fmt: skip
         return dataset.map_batches(
             self.callable(),

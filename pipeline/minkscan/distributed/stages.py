@@ -6,12 +6,13 @@ committing scores are in `minkscan.distributed.pieces`.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import polars as pl
 import pyarrow as pa
 import torch
-from transformers import AutoTokenizer, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from minkscan.baselines.extra_pass import (
     load_masked_lm,
@@ -22,8 +23,7 @@ from minkscan.baselines.extra_pass import (
 from minkscan.config import BaselinesConfig, ModelConfig, ScoringConfig
 from minkscan.distributed.pieces import seconds_column
 from minkscan.methods import MAIN_PASS
-from minkscan.models.loading import cached_bundled_model, load_model
-from minkscan.models.names import BUNDLED
+from minkscan.models.loading import load_model, load_tokenizer
 from minkscan.schema import (
     INPUT_IDS,
     N_TOKENS,
@@ -44,54 +44,45 @@ def _carried(batch: pa.Table, *owned: str) -> dict[str, pa.ChunkedArray]:
     return {name: batch[name] for name in batch.column_names if name not in owned}
 
 
-def load_tokenizer(config: ModelConfig) -> PreTrainedTokenizerBase:
-    """Only the tokenizer of ``config.name`` (bundled models are dequantised on first use)."""
-    source = (
-        cached_bundled_model(config.name, config.cache_dir)
-        if config.name in BUNDLED
-        else config.name
-    )
-    return AutoTokenizer.from_pretrained(
-        source, revision=config.revision, trust_remote_code=config.trust_remote_code
-    )
+@functools.cache
+def _tokenizer(model: str) -> PreTrainedTokenizerBase:
+    """One tokenizer per worker process and model section (JSON of a ModelConfig): a
+    tokenising task's worker keeps it for every later batch and run."""
+    return load_tokenizer(ModelConfig.model_validate_json(model))
 
 
-class TokenizeStage:
-    """CPU stage: text -> token ids and a status per row (bad text gets a status, not an error).
+def tokenize(batch: pa.Table, *, model: str, scoring: ScoringConfig) -> pa.Table:
+    """CPU stage: text -> token ids and a status per row (bad text gets a status, not an
+    error). ``model`` is the model section as JSON (hashable, for `_tokenizer`).
 
-    With ``scoring.window_stride`` long documents keep all their tokens (status windowed) for
-    the scoring actors' sliding windows; without, they are truncated to ``max_tokens``.
+    Tasks, not an actor: each worker loads the tokenizer once and stays warm across blocks,
+    and tokenising scales with the CPUs Ray has. With ``scoring.window_stride`` long
+    documents keep all their tokens (status windowed) for the scoring actors' sliding
+    windows; without, they are truncated to ``max_tokens``.
     """
-
-    def __init__(self, model: ModelConfig, scoring: ScoringConfig) -> None:
-        self.tokenizer = load_tokenizer(model)
-        self.scoring = scoring
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        documents = encode_documents(
-            self.tokenizer,
-            batch[TEXT].to_pylist(),
-            max_tokens=self.scoring.max_tokens,
-            prepend_bos=self.scoring.prepend_bos,
-            windowed=self.scoring.window_stride is not None,
-            spans=self.scoring.token_scores,
-        )
-        for position, preset in enumerate(batch[PRESET_STATUS].to_pylist()):
-            if preset is not None:  # decided when the row was read (bad encoding, not text)
-                documents[position] = EncodedDocument("", (), preset)
-        columns = {
-            **_carried(batch, TEXT, PRESET_STATUS),
-            TEXT: pa.array([doc.text for doc in documents], pa.large_string()),
-            INPUT_IDS: pa.array([list(doc.input_ids) for doc in documents], pa.list_(pa.int32())),
-            STATUS: pa.array([doc.status for doc in documents], pa.string()),
-        }
-        if self.scoring.token_scores:
-            for name, side in ((SPAN_START, 0), (SPAN_END, 1)):
-                columns[name] = pa.array(
-                    [[span[side] for span in doc.spans] for doc in documents],
-                    pa.list_(pa.int32()),
-                )
-        return pa.table(columns)
+    documents = encode_documents(
+        _tokenizer(model),
+        batch[TEXT].to_pylist(),
+        max_tokens=scoring.max_tokens,
+        prepend_bos=scoring.prepend_bos,
+        windowed=scoring.window_stride is not None,
+        spans=scoring.token_scores,
+    )
+    for position, preset in enumerate(batch[PRESET_STATUS].to_pylist()):
+        if preset is not None:  # decided when the row was read (bad encoding, not text)
+            documents[position] = EncodedDocument("", (), preset)
+    columns = {
+        **_carried(batch, TEXT, PRESET_STATUS),
+        TEXT: pa.array([doc.text for doc in documents], pa.large_string()),
+        INPUT_IDS: pa.array([list(doc.input_ids) for doc in documents], pa.list_(pa.int32())),
+        STATUS: pa.array([doc.status for doc in documents], pa.string()),
+    }
+    if scoring.token_scores:
+        for name, side in ((SPAN_START, 0), (SPAN_END, 1)):
+            columns[name] = pa.array(
+                [[span[side] for span in doc.spans] for doc in documents], pa.list_(pa.int32())
+            )
+    return pa.table(columns)
 
 
 def _with_columns(table: pa.Table, frame: pl.DataFrame) -> pa.Table:

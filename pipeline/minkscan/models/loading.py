@@ -118,14 +118,26 @@ def placement(config: ModelConfig, gpus: int) -> str | None:
     return "balanced"
 
 
+def _source(config: ModelConfig) -> str | Path:
+    """What ``from_pretrained`` loads: a bundled model's cached copy, else the name."""
+    if config.name in BUNDLED:
+        return cached_bundled_model(config.name, config.cache_dir)
+    return config.name
+
+
+def load_tokenizer(config: ModelConfig) -> PreTrainedTokenizerBase:
+    """Only the tokenizer of ``config.name`` (bundled models are dequantised on first use)."""
+    return AutoTokenizer.from_pretrained(
+        _source(config), revision=config.revision, trust_remote_code=config.trust_remote_code
+    )
+
+
 def load_model(config: ModelConfig, gpus: int = 1) -> LoadedModel:
     """Load model + tokenizer for ``config.name`` on ``config.device`` in ``config.dtype``;
     with ``gpus`` > 1, one replica split over that many GPUs (models larger than one)."""
-    source: str | Path = config.name
-    if config.name in BUNDLED:
-        source = cached_bundled_model(config.name, config.cache_dir)
+    source = _source(config)
     common = {"revision": config.revision, "trust_remote_code": config.trust_remote_code}
-    tokenizer = AutoTokenizer.from_pretrained(source, **common)
+    tokenizer = load_tokenizer(config)
     device_map = placement(config, gpus)
     device = resolve_device(config.device) if device_map is None else torch.device("cuda")
     model = AutoModelForCausalLM.from_pretrained(

@@ -18,7 +18,13 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from minkscan.errors import UserError
+
 METADATA_KEY = b"minkscan.frequencies"
+
+
+class FrequencyFileError(UserError, ValueError):
+    """A token-frequency file cannot be read; the message names it."""
 
 
 @dataclass(frozen=True)
@@ -63,10 +69,10 @@ def read_frequencies(path: str) -> ReferenceFrequencies:
         with fs.open_input_file(where) as handle:
             table = pq.read_table(handle)
     except (OSError, pa.ArrowException) as error:
-        raise ValueError(f"cannot read token frequencies {path}: {error}") from None
+        raise FrequencyFileError(f"cannot read token frequencies {path}: {error}") from None
     metadata = table.schema.metadata or {}
     if METADATA_KEY not in metadata:
-        raise ValueError(f"{path} is not a token-frequency file (write one with `minkscan "
+        raise FrequencyFileError(f"{path} is not a token-frequency file (write one with `minkscan "
                          "frequencies`)")  # fmt: skip
     facts = json.loads(metadata[METADATA_KEY])
     ids = table["token_id"].to_numpy()
