@@ -5,8 +5,11 @@ runs `minkscan benchmark` on members (the trained half) vs the held-out half, fo
 fine-tuned model and, as a control, the untouched base model (expected AUROC ~ 0.5). Every
 method is scored: the single-pass ones (Gap-K% among them), DC-PDD with token frequencies
 counted by `minkscan frequencies` on the texts left out by ``--limit`` (disjoint from both
-halves), Lowercase, and Ref for the fine-tuned model (the base model as reference). Ends
-with one table of AUROC [95% CI] and TPR at 5% FPR per method for both models.
+halves), Lowercase, Ref for the fine-tuned model (the base model as reference), ReCaLL (its
+prefix: ``--shots`` of the left-out texts, non-members of the fine-tuning) and Con-ReCall
+(its member prefix: ``--shots`` members, then left out of the evaluation), and the blind
+baseline every benchmark table carries. Ends with one table of AUROC [95% CI] and TPR at 5%
+FPR per method for both models.
 
     .venv/bin/python benchmarks/bench_exposure.py --limit 572 \
         --texts ../shared/data/wikimia24/length64.parquet --model smollm2-135m --out exposure-out
@@ -88,6 +91,7 @@ def main() -> None:
         "--limit", type=int, help="members + held out; the other texts count DC-PDD's frequencies"
     )
     parser.add_argument("--retrain", action="store_true", help="fine-tune again even if cached")
+    parser.add_argument("--shots", type=int, default=3, help="texts in each ReCaLL prefix")
     args = parser.parse_args()
 
     texts = list(dict.fromkeys(pl.read_parquet(args.texts)["text"].to_list()))  # distinct
@@ -97,19 +101,25 @@ def main() -> None:
         parser.error("--limit must leave texts out: DC-PDD's frequencies are counted on them")
     members, non_members = texts[: len(texts) // 2], texts[len(texts) // 2 :]
     args.out.mkdir(parents=True, exist_ok=True)
+    # ReCaLL's prefix: left-out texts (never trained on); Con-ReCall's: trained members, which
+    # then leave the evaluation (a prefix text scored after itself would be no test).
+    prefixes = {"nonmembers.txt": rest[: args.shots], "members.txt": members[: args.shots]}
+    for name, shots in prefixes.items():
+        (args.out / name).write_text("\n\n".join(shots))
+    evaluated = members[args.shots :]
     group = Path(args.texts).stem
     data = args.out / "exposure.parquet"
     pl.DataFrame(
         {
-            "text": members + non_members,
-            "label": [1] * len(members) + [0] * len(non_members),
+            "text": evaluated + non_members,
+            "label": [1] * len(evaluated) + [0] * len(non_members),
             "group": group,
         }
     ).write_parquet(data)
     corpus = args.out / "frequency-corpus.parquet"
     pl.DataFrame({"text": rest}).write_parquet(corpus)
-    print(f"{len(members)} members, {len(non_members)} held out, {len(rest)} texts for "
-          "DC-PDD's token frequencies", flush=True)  # fmt: skip
+    print(f"{len(members)} members ({len(evaluated)} evaluated), {len(non_members)} held out, "
+          f"{len(rest)} texts for DC-PDD's token frequencies", flush=True)  # fmt: skip
     tuned = args.out / "fine-tuned"
     if args.retrain or not (tuned / "config.json").exists():
         fine_tune(args.model, members, tuned, args.lr, args.batch)
@@ -130,12 +140,15 @@ def main() -> None:
                   "--output", str(frequencies)])  # fmt: skip
         minkscan(
             ["benchmark", "--input", str(data), "--model", model, "--output", str(output_dir),
-             "--lowercase", "--set", f"scoring.dcpdd_frequencies={frequencies}", *extra]
+             "--lowercase", "--set", f"scoring.dcpdd_frequencies={frequencies}",
+             "--recall-prefix-from", str(args.out / "nonmembers.txt"),
+             "--conrecall-from", str(args.out / "members.txt"), "--recall-shots", str(args.shots),
+             *extra]
         )  # fmt: skip
         outputs[label] = output_dir
     table = comparison(outputs, group)
     (args.out / "comparison.md").write_text(table + "\n")
-    print(f"\n# Members vs held out ({len(members)} + {len(non_members)})\n\n{table}")
+    print(f"\n# Members vs held out ({len(evaluated)} + {len(non_members)})\n\n{table}")
 
 
 if __name__ == "__main__":

@@ -78,6 +78,8 @@ def test_device_cuda_without_cuda_fails_in_one_line_before_ray_starts(
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
+    if ray.is_initialized():
+        ray.shutdown()  # the session's Ray (started again by the next test needing it)
     pl.DataFrame({"text": ["Some text."]}).write_parquet(tmp_path / "in.parquet")
     code = main(
         [

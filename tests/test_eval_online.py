@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pytest
 from minkscan.config import ScoringConfig
 from minkscan.evaluation.online import chunk_scores, label_chunks, online_setting
 from minkscan.models.forward import Tiles, batch_token_stats
 from minkscan.scorer import DocumentScorer
-from minkscan.scoring.aggregate import document_scores
+from minkscan.scoring.aggregate import Documents, document_scores
 from tiny_models import TRAINING_TEXT
 
 LONG_TEXT = " ".join(TRAINING_TEXT)
@@ -43,13 +44,10 @@ def test_chunk_scores_equal_offline_scores_of_same_tokens_with_same_prefix(score
             head=None,
             tiles=Tiles(row_chunk=64, vocab_chunk=128),
         )
-        offline = document_scores(
-            prefix_stats,
-            [end - start],
-            [tokenizer.decode(ids[start + 1 : end + 1])],
-            scorer.scoring.k_percentages,
-            scorer.scoring.ablation_k_percentages,
-        )
+        chunk = Documents(prefix_stats, np.array([end - start]),
+                          [tokenizer.decode(ids[start + 1 : end + 1])])  # fmt: skip
+        methods = [method for method in scorer.methods if method.per_chunk]
+        offline = document_scores(chunk, methods, scorer.scoring)
         for name in scorer.columns:
             assert row[name] == pytest.approx(offline[name].item(), rel=1e-4, abs=1e-5), name
 

@@ -1,5 +1,6 @@
-"""The package's layers never import upward: the import-linter contract in pyproject.toml is
-kept, and an upward import (math importing reporting) breaks it."""
+"""The package's layers never import upward and its modules import no cycle: the
+import-linter contracts in pyproject.toml are kept, an upward import (math importing
+reporting) breaks the first and a cycle between sibling modules the second."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def lint(source_root: Path) -> subprocess.CompletedProcess:
 def test_the_layer_contract_is_kept() -> None:
     result = lint(REPO / "pipeline")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Contracts: 1 kept, 0 broken." in result.stdout
+    assert "Contracts: 2 kept, 0 broken." in result.stdout
 
 
 def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
@@ -34,3 +35,12 @@ def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
     result = lint(tmp_path)
     assert result.returncode != 0
     assert "BROKEN" in result.stdout and "minkscan.scoring.aggregate" in result.stdout
+
+
+def test_an_import_cycle_between_siblings_breaks_the_contract(tmp_path: Path) -> None:
+    shutil.copytree(REPO / "pipeline" / "minkscan", tmp_path / "minkscan")
+    with (tmp_path / "minkscan" / "io" / "inputs.py").open("a") as module:
+        module.write("\nimport minkscan.io.reading  # noqa\n")  # reading imports inputs
+    result = lint(tmp_path)
+    assert result.returncode != 0
+    assert "No import cycles" in result.stdout and "BROKEN" in result.stdout

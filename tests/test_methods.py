@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pytest
 import torch
+from minkscan import methods
 from minkscan.calibration import calibrate
 from minkscan.config import BaselinesConfig, ScoringConfig
 from minkscan.methods import (
     METHODS,
+    Method,
     baseline_columns,
     forward_passes,
     method_of,
@@ -18,6 +21,7 @@ from minkscan.methods import (
     single_pass_columns,
     title,
 )
+from minkscan.scorer import DocumentScorer
 from minkscan.scoring.aggregate import moving_average
 
 
@@ -28,7 +32,8 @@ def test_single_pass_columns_come_from_the_registry_in_its_order() -> None:
     assert all(method_of(c).extra_pass is None for c in columns)
     with_dcpdd = single_pass_columns(ScoringConfig(dcpdd_frequencies="freq.parquet"))
     assert "dcpdd" in with_dcpdd and "dcpdd" not in columns
-    assert {m.key for m in METHODS if m.extra_pass} == {"lowercase", "neighbor", "ref"}
+    extra = {"lowercase", "neighbor", "ref", "recall", "conrecall", "gradnorm"}
+    assert {m.key for m in METHODS if m.extra_pass} == extra
 
 
 def test_baselines_are_score_columns_and_their_details_are_not() -> None:
@@ -58,12 +63,8 @@ def test_output_columns_and_forward_passes_of_the_baselines_come_from_the_regist
     none = BaselinesConfig()
     assert baseline_columns(none) == [] and forward_passes(none, "t") == {"single-pass methods": 1}
     every = BaselinesConfig(lowercase=True, reference_model="gpt2", neighbors=4)
-    assert baseline_columns(every) == [
-        column
-        for method in METHODS
-        if method.extra_pass
-        for column in (method.key, *method.companions)
-    ]
+    assert baseline_columns(every) == ["lowercase", "lowercase_n_tokens", "neighbor",
+                                       "neighbor_source", "ref", "ref_n_tokens"]  # fmt: skip
     assert forward_passes(every, "t") == {
         "single-pass methods": 1,
         "Lowercase": 1,
@@ -72,3 +73,20 @@ def test_output_columns_and_forward_passes_of_the_baselines_come_from_the_regist
     }
     masked = BaselinesConfig(neighbors=4, neighbor_model="bert")
     assert forward_passes(masked, "t")["Neighbor (masked-lm:bert)"] == 8
+
+
+def test_a_method_added_to_the_registry_is_scored_with_no_other_change(
+    tiny_llama, monkeypatch
+) -> None:
+    # A per-k method is its registry row and its per-token values: the scorer computes it,
+    # names its columns and orders them from the registry alone.
+    negated = Method("negk", "Negated Min-K%", "k_percentages", token=lambda s: -s.target_logprob)
+    monkeypatch.setattr(methods, "SINGLE_PASS", (*methods.SINGLE_PASS, negated))
+    monkeypatch.setattr(methods, "METHODS", (*methods.METHODS, negated))
+    scorer = DocumentScorer(tiny_llama, ScoringConfig(k_percentages=[20, 100]))
+    frame = scorer.score_frame(["The quick brown fox jumps over the lazy dog.", ""])
+    assert frame.columns[-2:] == ["negk_k20", "negk_k100"]
+    # The lowest 100% of -log p is all of it: its mean is minus the Loss score.
+    assert frame["negk_k100"][0] == pytest.approx(-frame["loss"][0], rel=1e-9)
+    assert frame["negk_k100"][1] is None
+    assert title("negk_k20") == "Negated Min-K% k=20"

@@ -19,8 +19,8 @@ from minkscan.distributed import session, stages
 from minkscan.distributed.pipeline import Destination, score_stages
 from minkscan.distributed.runner import run_scoring
 from minkscan.distributed.stages import ScoreStage
+from minkscan.io.inputs import ShardError
 from minkscan.io.scores import ScoreOutput
-from minkscan.io.sources import ShardError
 from minkscan.models.loading import load_model
 from minkscan.scorer import DocumentScorer
 

@@ -100,6 +100,9 @@ def scratch(tmp_path, monkeypatch, s3_server):
         sample.slice(4 * index, 4).write_parquet(path)
         client.upload_file(str(path), "corpus", f"shards/{index}.parquet")
         path.unlink()
+    # Known non-members and members for the ReCaLL examples: texts separated by blank lines.
+    (work / "known-nonmembers.txt").write_text("\n\n".join(sample["text"].tail(3).to_list()))
+    (work / "known-members.txt").write_text("\n\n".join(sample["text"].head(3).to_list()))
     labelled = sample.head(32).with_columns((pl.int_range(pl.len()) % 2).alias("label"))
     labelled.write_parquet(work / "audit" / "calibration.parquet")
     labelled.select("id", "label").write_parquet(work / "labels.parquet")

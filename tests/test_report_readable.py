@@ -14,8 +14,9 @@ from minkscan.calibration import calibrate
 from minkscan.cli import main
 from minkscan.reporting import build_report, write_report
 from minkscan.reporting.evidence import whole_words
+from minkscan.reporting.groups import NOT_ESTIMABLE
 from minkscan.reporting.render import distinct_digits
-from minkscan.reporting.summary import AT_LEAST_NOTE, NOT_ESTIMABLE
+from minkscan.reporting.summary import AT_LEAST_NOTE
 
 
 def frame(values, group: str, lengths=None) -> pl.DataFrame:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
+from minkscan.config import ScoringConfig
+from minkscan.methods import single_pass_methods
 from minkscan.models.forward import Tiles, TokenBatch, batch_token_stats, find_linear_head
 from minkscan.models.loading import LoadedModel
-from minkscan.scoring.aggregate import document_scores, lowest_k_means
+from minkscan.scoring.aggregate import Documents, document_scores, lowest_k_means
 from minkscan.scoring.token_stats import (
     TokenStats,
     token_stats_from_hidden,
@@ -149,9 +152,12 @@ def test_every_score_is_oriented_higher_for_more_likely_text() -> None:
         std_logprob=torch.full((6,), 2.0),
         top1_logprob=torch.full((6,), -0.1),
     )
-    scores = document_scores(
-        stats, torch.tensor([3, 3]), ["same text", "same text"], [20, 100], [20]
-    )
+    scoring = ScoringConfig(k_percentages=[20, 100], ablation_k_percentages=[20])
+    documents = Documents(stats, np.array([3, 3]), ["same text", "same text"])
+    scores = document_scores(documents, single_pass_methods(scoring), scoring)
+    assert list(scores) == ["loss", "zlib", "mink_k20", "mink_k100", "minkpp_k20",
+                            "minkpp_k100", "gapk_k20", "gapk_k100", "minkpp_mu_k20",
+                            "minkpp_sigma_k20"]  # fmt: skip
     for name, values in scores.items():
         assert values[0] > values[1], name
 

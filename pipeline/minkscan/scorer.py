@@ -6,7 +6,8 @@ uses in-process; it owns batching and device placement, while the math lives in
 
 A call is queued work until its result is read: `DocumentScorer.submit` builds each batch on
 the host and launches it without waiting for the device, and `PendingScores.result`
-aggregates every document on the device and reads all scores back in one transfer. So the
+(`minkscan.scoring.pending`) aggregates every document on the device and reads all scores
+back in one transfer. So the
 host prepares batch i+1 while the GPU computes batch i, and `score_texts` tokenises the next
 chunk of texts while the GPU scores the previous one.
 
@@ -16,18 +17,14 @@ of a batch, at most `minkscan.models.workspace.batch_bytes` more (`workspace_byt
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
-import torch
 
-from minkscan.config import ModelConfig, ScoringConfig
-from minkscan.methods import single_pass_columns
+from minkscan.config import DEFAULT_MODEL, ModelConfig, ScoringConfig
+from minkscan.methods import single_pass_columns, single_pass_methods
 from minkscan.models.compiled import Body, fixed_width
 from minkscan.models.forward import Segment, Tiles, TokenBatch, batch_token_stats
 from minkscan.models.loading import LoadedModel, load_model
@@ -35,15 +32,9 @@ from minkscan.models.probes import choose_head_path, packing_agrees
 from minkscan.models.workspace import Shapes, auto_batch_tokens, batch_bytes, head_tiles
 from minkscan.schema import (
     CHARS_PER_TOKEN,
-    N_TOKENS,
-    STATUS,
-    TOKEN_COLUMNS,
-    TOKEN_END,
-    TOKEN_START,
-    TOKEN_Z,
     frame_schema,
 )
-from minkscan.scoring.aggregate import dcpdd_scores, document_scores
+from minkscan.scoring.pending import Aggregation, PendingScores
 from minkscan.scoring.token_stats import TokenStats
 from minkscan.scoring.windows import Window, plan_windows
 from minkscan.text.frequencies import read_frequencies
@@ -74,6 +65,7 @@ class DocumentScorer:
         compiling the model body pays, `minkscan.models.compiled`)."""
         self.loaded = loaded
         self.scoring = scoring
+        self.methods = single_pass_methods(scoring)
         self.columns = single_pass_columns(scoring)
         self.reference = (
             None if scoring.dcpdd_frequencies is None
@@ -105,6 +97,9 @@ class DocumentScorer:
         )
         compile_mode = scoring.compile if self.packing and self.head is not None else False
         self.body = Body(loaded.model, compile_mode, expected_tokens=expected_tokens)
+        self.aggregation = Aggregation(
+            scoring, self.methods, self.columns, self.batch_tokens, self.reference
+        )
 
     @property
     def head_path(self) -> str:
@@ -205,7 +200,7 @@ class DocumentScorer:
             ]  # fmt: skip
             outputs.append(self.token_stats(self.rows(segments)))
             launched.extend(j for row in rows for j in row)
-        return PendingScores(self, list(documents), scorable, pieces, launched, outputs)
+        return PendingScores(self.aggregation, list(documents), scorable, pieces, launched, outputs)
 
     def score_documents(self, documents: Sequence[EncodedDocument]) -> dict[str, list[Any]]:
         """Columns ``n_tokens``, ``status`` and every score column, one entry per document
@@ -243,119 +238,6 @@ class DocumentScorer:
         return pl.from_arrow(pa.table(columns, schema=frame_schema(list(columns))))
 
 
-@dataclass
-class PendingScores:
-    """The launched forward passes of one `DocumentScorer.submit` call; `result` reads them.
-
-    ``launched`` lists the pieces (document windows) in the order their kept predictions
-    appear in ``outputs``, the per-batch TokenStats still on the device.
-    """
-
-    scorer: DocumentScorer
-    documents: list[EncodedDocument]
-    scorable: list[int]
-    pieces: list[tuple[int, Window]]
-    launched: list[int]
-    outputs: list[TokenStats]
-
-    def result(self) -> dict[str, list[Any]]:
-        """Aggregate every document on the device and read the scores back in one transfer."""
-        documents, scorer = self.documents, self.scorer
-        result: dict[str, list[Any]] = {
-            N_TOKENS: [doc.n_scored for doc in documents],
-            STATUS: [doc.status for doc in documents],
-        }
-        for name in scorer.columns:
-            result[name] = [None] * len(documents)
-        if scorer.scoring.token_scores:
-            result |= {name: [None] * len(documents) for name in TOKEN_COLUMNS}
-        if not self.scorable:
-            return result
-        lengths = np.array([documents[i].n_scored for i in self.scorable], dtype=np.int64)
-        order = np.argsort(-lengths, kind="stable")  # longest first: groups of like lengths
-        stats = self._in_document_order(order)
-        sorted_lengths = lengths[order]
-        ends = np.concatenate([[0], np.cumsum(sorted_lengths)])  # token offsets
-        values, token_z = [], []
-        start = 0
-        for stop in _groups(sorted_lengths, scorer.batch_tokens):
-            group = [documents[self.scorable[i]] for i in order[start:stop]]
-            part = stats.slice(int(ends[start]), int(ends[stop]))
-            values.append(self._scores(part, sorted_lengths[start:stop], group))
-            if scorer.scoring.token_scores:
-                token_z.append(part.minkpp().to(torch.float64))
-            start = stop
-        matrix = torch.cat(values)
-        host = torch.cat([matrix.flatten(), *token_z]).cpu().numpy()  # the one transfer
-        rows = np.asarray(self.scorable)[order]  # the document of each row of ``matrix``
-        scores = np.full((len(documents), matrix.shape[1]), np.nan)
-        scores[rows] = host[: matrix.numel()].reshape(matrix.shape)
-        for column, name in enumerate(scorer.columns):
-            result[name] = [None if math.isnan(v) else v for v in scores[:, column].tolist()]
-        if scorer.scoring.token_scores:
-            token_z = np.split(host[matrix.numel() :], np.cumsum(sorted_lengths)[:-1])
-            for index, z in zip(rows.tolist(), token_z, strict=True):
-                result[TOKEN_Z][index] = z.astype(np.float32).tolist()
-                spans = documents[index].spans[1:]
-                if spans:
-                    result[TOKEN_START][index] = [start for start, _ in spans]
-                    result[TOKEN_END][index] = [end for _, end in spans]
-        return result
-
-    def _in_document_order(self, order: np.ndarray) -> TokenStats:
-        """The outputs' kept predictions reordered: documents in ``order`` (positions in
-        ``scorable``), each one's windows in text order. One gather on the device."""
-        kept = np.array([w.n_predictions - w.first_kept for _, w in self.pieces], dtype=np.int64)
-        launched = np.asarray(self.launched, dtype=np.int64)
-        offset = np.empty_like(kept)
-        offset[launched] = np.cumsum(kept[launched]) - kept[launched]
-        # Pieces are listed document by document, windows in text order: a stable sort by
-        # their document's rank in ``order`` keeps each one's windows in order.
-        document = np.searchsorted(self.scorable, [index for index, _ in self.pieces])
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size)
-        piece_order = np.argsort(rank[document], kind="stable")
-        sizes = kept[piece_order]
-        permutation = np.arange(int(sizes.sum())) + np.repeat(
-            offset[piece_order] - (np.cumsum(sizes) - sizes), sizes
-        )
-        flat = TokenStats.cat(self.outputs)
-        index = torch.from_numpy(permutation).to(flat.target_logprob.device, non_blocking=True)
-        return flat.index_select(index)
-
-    def _scores(
-        self, stats: TokenStats, lengths: np.ndarray, group: list[EncodedDocument]
-    ) -> torch.Tensor:
-        """[documents, columns] float64 scores of one group, on the device."""
-        scoring = self.scorer.scoring
-        scores = document_scores(
-            stats,
-            lengths,
-            [doc.text for doc in group],
-            scoring.k_percentages,
-            scoring.ablation_k_percentages,
-            scoring.gap_window,
-        )
-        if self.scorer.reference is not None:
-            target_ids = np.concatenate([np.asarray(doc.input_ids[1:]) for doc in group])
-            scores["dcpdd"] = dcpdd_scores(
-                stats.target_logprob, target_ids, lengths, self.scorer.reference,
-                scoring.dcpdd_clip,
-            )  # fmt: skip
-        return torch.stack([scores[name] for name in self.scorer.columns], dim=1)
-
-
-def _groups(sorted_lengths: np.ndarray, budget: int) -> Iterator[int]:
-    """Ends of contiguous groups of documents (longest first) whose [documents x longest]
-    grid stays within ``budget`` positions (at least one document each)."""
-    start = 0
-    while start < sorted_lengths.size:
-        longest = max(int(sorted_lengths[start]), 1)
-        stop = min(sorted_lengths.size, start + max(1, budget // longest))
-        yield stop
-        start = stop
-
-
 def _split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     model_keys = set(ModelConfig.model_fields) - {"name"}
     scoring_keys = set(ScoringConfig.model_fields)
@@ -370,9 +252,7 @@ def _split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, A
 
 
 def score_texts(
-    texts: Sequence[object],
-    model: str | LoadedModel = "smollm2-135m",
-    **options: Any,
+    texts: Sequence[object], model: str | LoadedModel = DEFAULT_MODEL, **options: Any
 ) -> pl.DataFrame:
     """Score texts in-process; one row per text with ``n_tokens``, ``status`` and scores.
 

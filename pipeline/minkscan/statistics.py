@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import beta
+from scipy.stats import binomtest
 from sklearn.metrics import roc_auc_score, roc_curve
 
 DEFAULT_FPR_TARGETS = (0.05, 0.01, 0.001)
@@ -90,15 +90,9 @@ def bootstrap_interval(
 
 
 def clopper_pearson(successes: int, trials: int, confidence: float) -> tuple[float, float]:
-    """Exact binomial confidence interval for a proportion."""
-    alpha = 1 - confidence
-    low = 0.0 if successes == 0 else float(beta.ppf(alpha / 2, successes, trials - successes + 1))
-    high = (
-        1.0
-        if successes == trials
-        else float(beta.ppf(1 - alpha / 2, successes + 1, trials - successes))
-    )
-    return low, high
+    """Exact (Clopper-Pearson) binomial confidence interval for a proportion, by scipy."""
+    interval = binomtest(successes, trials).proportion_ci(confidence, method="exact")
+    return float(interval.low), float(interval.high)
 
 
 def holm(p_values: list[float]) -> list[float]:

@@ -6,7 +6,9 @@ All compare against the main pass's ``loss`` column (mean log p, higher = member
     ref       = loss_target(text) - loss_reference(text)  each model on its OWN tokenizer
     neighbor  = loss(text) - mean_i loss(neighbour_i)     N token-replaced neighbours
 
-so, like every score here, higher means "more likely a member".
+so, like every score here, higher means "more likely a member". Each has a runner class
+(`Lowercase`, `Ref`, `Neighbor`) that the registry (`minkscan.methods`) names; the model
+stages build it once per actor and call it per batch. Column names come from the registry.
 """
 
 from __future__ import annotations
@@ -25,14 +27,17 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from minkscan.methods import neighbor_source
+from minkscan.config import BaselinesConfig
+from minkscan.methods import method_named, neighbor_source
 from minkscan.schema import N_TOKENS
 from minkscan.scorer import DocumentScorer
 from minkscan.text.tokenize import EncodedDocument
 
 
-def _difference(base_loss: pl.Series, other: pl.DataFrame, name: str) -> pl.DataFrame:
-    return pl.DataFrame({name: base_loss - other["loss"], f"{name}_{N_TOKENS}": other[N_TOKENS]})
+def _difference(base_loss: pl.Series, other: pl.DataFrame, key: str) -> pl.DataFrame:
+    """Method ``key``'s columns: the base loss minus ``other``'s, then the tokens behind it."""
+    score, n_tokens = method_named(key).output_columns
+    return pl.DataFrame({score: base_loss - other["loss"], n_tokens: other[N_TOKENS]})
 
 
 def lowercase_scores(
@@ -185,7 +190,51 @@ def neighbor_scores(
         for base, own in zip(base_loss.to_list(), losses, strict=True)
     ]
     source = neighbor_source(scorer.loaded.name, None if masked_lm is None else masked_lm.name)
+    score, source_column = method_named("neighbor").output_columns
     return pl.DataFrame(
-        {"neighbor": scores, "neighbor_source": [source] * len(documents)},
-        schema={"neighbor": pl.Float64, "neighbor_source": pl.Utf8},
+        {score: scores, source_column: [source] * len(documents)},
+        schema={score: pl.Float64, source_column: pl.Utf8},
     )
+
+
+class Lowercase:
+    """The `lowercase` runner: on the target model's actors, nothing to hold."""
+
+    def __init__(self, baselines: BaselinesConfig) -> None:
+        del baselines  # no settings
+
+    def __call__(
+        self, scorer: DocumentScorer, texts: Sequence[str], base_loss: pl.Series
+    ) -> pl.DataFrame:
+        return lowercase_scores(scorer, texts, base_loss)
+
+
+class Neighbor:
+    """The `neighbor` runner: on the target model's actors, holding the masked LM if any."""
+
+    def __init__(self, baselines: BaselinesConfig) -> None:
+        self.baselines = baselines
+        name = baselines.neighbor_model
+        self.masked_lm = None if name is None else load_masked_lm(name)
+
+    def __call__(
+        self, scorer: DocumentScorer, texts: Sequence[str], base_loss: pl.Series
+    ) -> pl.DataFrame:
+        baselines = self.baselines
+        return neighbor_scores(
+            scorer, texts, base_loss, n_neighbors=baselines.neighbors,
+            fraction=baselines.neighbor_fraction, seed=baselines.neighbor_seed,
+            masked_lm=self.masked_lm,
+        )  # fmt: skip
+
+
+class Ref:
+    """The `ref` runner: on the reference model's actors (their scorer is the reference's)."""
+
+    def __init__(self, baselines: BaselinesConfig) -> None:
+        del baselines  # the reference model is the actor's
+
+    def __call__(
+        self, scorer: DocumentScorer, texts: Sequence[str], base_loss: pl.Series
+    ) -> pl.DataFrame:
+        return reference_scores(scorer, texts, base_loss)

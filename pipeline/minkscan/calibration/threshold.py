@@ -20,12 +20,17 @@ import polars as pl
 from minkscan.errors import UserError
 from minkscan.io.paths import read_text, write_text
 from minkscan.methods import DEFAULT_PRIMARY, score_columns
-from minkscan.schema import N_TOKENS
+from minkscan.schema import N_TOKENS, TEXT
 from minkscan.statistics import auroc, clopper_pearson
 
 # Non-member scores (with their token counts) kept in the calibration file for plots and the
 # report's length check.
 HISTOGRAM_SAMPLE = 2000
+# Non-member (and member) texts kept when the score files hold the text: for the report's
+# blind baseline (`minkscan.evaluation.blind`) and as ReCaLL / Con-ReCall prefixes, each cut
+# to `BLIND_TEXT_CHARS` characters.
+BLIND_TEXT_SAMPLE = 1000
+BLIND_TEXT_CHARS = 2000
 
 
 def primary_method(methods: list[str], declared: str | None = None) -> str:
@@ -69,6 +74,8 @@ class Calibration:
     source: str
     methods: dict[str, MethodCalibration] = field(default_factory=dict)
     model: str | None = None  # the model that scored the calibration set, when known
+    nonmember_texts: list[str] = field(default_factory=list)  # a sample, for the blind baseline
+    member_texts: list[str] = field(default_factory=list)  # a sample, for Con-ReCall prefixes
 
     def write(self, path: str | Path) -> str:
         """Write the calibration as JSON to a local path or an ``s3://`` URI."""
@@ -163,7 +170,22 @@ def calibrate(
             nonmember, lengths, member, target_fpr, confidence, n_resamples, rng
         )
     source = "labels" if members is not None else "nonmembers"
-    return Calibration(target_fpr, confidence, source, methods, model)
+    texts = np.random.default_rng([seed, 1])  # apart from the thresholds' bootstrap
+    return Calibration(
+        target_fpr, confidence, source, methods, model, _text_sample(nonmembers, texts),
+        [] if members is None else _text_sample(members, texts),
+    )  # fmt: skip
+
+
+def _text_sample(frame: pl.DataFrame, rng: np.random.Generator) -> list[str]:
+    """Up to `BLIND_TEXT_SAMPLE` non-empty texts of ``frame`` (none without a text column),
+    each cut to `BLIND_TEXT_CHARS` characters."""
+    if TEXT not in frame.columns:
+        return []
+    texts = [t for t in frame[TEXT].to_list() if isinstance(t, str) and t.strip()]
+    if len(texts) > BLIND_TEXT_SAMPLE:
+        texts = [texts[i] for i in sorted(rng.choice(len(texts), BLIND_TEXT_SAMPLE, False))]
+    return [text[:BLIND_TEXT_CHARS] for text in texts]
 
 
 def _usable(frame: pl.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray | None]:

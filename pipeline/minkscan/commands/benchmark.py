@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from minkscan.commands.common import add_config_arguments, config_from_args, for_key
+from minkscan.commands.prefixes import add_prefix_arguments, prefix_flags
 from minkscan.config import ConfigError
 from minkscan.schema import GROUP
 
@@ -24,6 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="directory for the tables and scores (default: benchmark-out)",
     )
     add_config_arguments(parser)
+    add_prefix_arguments(parser)
     parser.add_argument(
         "--lowercase", action="store_true", help="add the Lowercase baseline (default: off)"
     )
@@ -80,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(
         args,
         {
+            **prefix_flags(args),
             "scoring.max_tokens": args.max_tokens,
             "scoring.window_stride": args.window_stride,
             "scoring.ablation_k_percentages": [k],

@@ -24,9 +24,9 @@ import pyarrow.fs as pafs
 from minkscan.calibration.threshold import Calibration
 from minkscan.config import ScanConfig
 from minkscan.distributed.runner import run_scoring
+from minkscan.io.inputs import discover
 from minkscan.io.paths import filesystem_for, fs_path, join, write_text
 from minkscan.io.scores import ScoreOutput
-from minkscan.io.sources import discover
 from minkscan.reporting.render import json_summary, write_report
 from minkscan.reporting.summary import Report, build_report
 from minkscan.schema import GROUP, NIGHTLY_MANIFEST, RUNS_DIR, SOURCE

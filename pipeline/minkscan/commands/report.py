@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from minkscan.errors import UserError
+from minkscan.evaluation.blind import BLIND_AUROC_WARN
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,6 +38,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "contamination interval exceeds this fraction (the verdict's own evidence; default: "
         "none, no gate)",
     )
+    parser.add_argument(
+        "--blind-auroc-warn",
+        type=float,
+        default=BLIND_AUROC_WARN,
+        help="caution a group's verdict when a model-free text classifier tells it from the "
+        "calibration non-members with an AUROC whose lower end exceeds this (a negative "
+        f"value turns the check off; default: {BLIND_AUROC_WARN})",
+    )
     parser.set_defaults(func=run)
 
 
@@ -60,12 +69,15 @@ def run(args: argparse.Namespace) -> int:
             alpha=args.alpha,
             model=data.model,
             inputs=data.inputs or [args.input],
+            blind_auroc_warn=None if args.blind_auroc_warn < 0 else args.blind_auroc_warn,
         )
     except ValueError as error:
         raise UserError(str(error)) from None
     print(report.headline())
     for row in report.primary:
         print(f"  {report.sentence(row)}")
+    for line in report.blind_lines():
+        print(f"  {line}")
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     for path in write_report(report, args.output):

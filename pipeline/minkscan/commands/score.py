@@ -7,6 +7,7 @@ import argparse
 from importlib.resources import files
 
 from minkscan.commands.common import add_config_arguments, config_from_args, for_key
+from minkscan.commands.prefixes import add_prefix_arguments, prefix_flags
 from minkscan.schema import FORMATS
 
 
@@ -25,6 +26,7 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> None:
         "--output", help="directory for score files and _manifest.json (default: none; required)"
     )
     add_config_arguments(parser)
+    add_prefix_arguments(parser)
     parser.add_argument(
         "--format", choices=FORMATS, help=for_key("data.format", "none: from each extension")
     )
@@ -83,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
             "data.skip_bad_shards": args.skip_bad_shards,
             "data.require_unique_ids": args.require_unique_ids,
             "ray.num_actors": args.num_actors,
+            **prefix_flags(args),
         },
     )
     if not config.data.input:

@@ -21,14 +21,10 @@ from minkscan.distributed.pipeline import LIGHT_TASK_CPUS
 from minkscan.distributed.progress import quiet_ray
 from minkscan.distributed.session import ray_session
 from minkscan.distributed.spec import StageSpec
+from minkscan.io.inputs import InputError, piece_descriptor, piece_from_descriptor
 from minkscan.io.paths import filesystem_for
-from minkscan.io.sources import (
-    InputError,
-    piece_descriptor,
-    piece_from_descriptor,
-    plan_inputs,
-    read_piece,
-)
+from minkscan.io.planning import plan_inputs
+from minkscan.io.reading import read_piece
 from minkscan.models.loading import load_tokenizer
 from minkscan.schema import TEXT
 from minkscan.text.frequencies import exists, write_frequencies

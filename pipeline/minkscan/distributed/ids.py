@@ -18,15 +18,15 @@ import ray
 from ray.data.context import ShuffleStrategy
 
 from minkscan.distributed.context import data_context
-from minkscan.io.scores import ScoreOutput
-from minkscan.io.sources import (
+from minkscan.io.inputs import (
     InputError,
     Piece,
     ShardError,
     piece_descriptor,
     piece_from_descriptor,
-    read_ids,
 )
+from minkscan.io.reading import read_ids
+from minkscan.io.scores import ScoreOutput
 from minkscan.schema import ID
 
 if TYPE_CHECKING:

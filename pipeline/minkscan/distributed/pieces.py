@@ -17,8 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
+from minkscan.io.inputs import ShardError, piece_from_descriptor
+from minkscan.io.reading import read_piece
 from minkscan.io.scores import ScoreOutput
-from minkscan.io.sources import ShardError, piece_from_descriptor, read_piece
 from minkscan.schema import N_TOKENS, PIECE, ROW, SECONDS_PREFIX, STATUS
 
 

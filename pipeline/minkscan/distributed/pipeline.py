@@ -1,7 +1,8 @@
 """The scoring pipeline as a list of stage specs built from the config, and its Ray Data wiring.
 
 pieces -> read (CPU tasks) -> tokenize (CPU tasks) -> ScoreStage (one model replica per
-actor; also Lowercase and Neighbor) [-> ReferenceStage] -> commit (CPU tasks writing score
+actor; also the extra passes on the target model: Lowercase, Neighbor, ReCaLL, Con-ReCall)
+[-> PassStage for GradNorm] [-> PassStage for Ref] -> commit (CPU tasks writing score
 files) -> one statistics row per written file, streamed back to the driver.
 
 Rows travel in blocks of ``ray.block_rows`` rows from the read on (cut inside the read
@@ -19,7 +20,7 @@ import pyarrow.fs as pafs
 from minkscan.config import ConfigError, ScanConfig
 from minkscan.distributed.pieces import commit_scores, read_pieces
 from minkscan.distributed.spec import StageSpec
-from minkscan.io.sources import Piece, piece_descriptor
+from minkscan.io.inputs import Piece, piece_descriptor
 from minkscan.methods import extra_pass_methods, single_pass_columns
 from minkscan.schema import ID, N_TOKENS, ROW, SOURCE, STATUS, TEXT, TOKEN_COLUMNS
 
@@ -58,15 +59,13 @@ def keeps_text(config: ScanConfig) -> bool:
     return config.scoring.token_scores or config.data.text_column in config.data.keep_columns
 
 
-def _model_columns(config: ScanConfig, stage: str) -> tuple[str, ...]:
-    """The extra-pass columns a model stage adds: the scoring actors' own (Lowercase,
-    Neighbor) or the reference actors' (Ref)."""
-    on_reference = stage == "reference"
+def _model_columns(config: ScanConfig, on: str) -> tuple[str, ...]:
+    """The extra-pass columns the ``on`` model's stage adds (registry order)."""
     return tuple(
         column
         for method in extra_pass_methods(config.baselines)
-        if (method.extra_pass == "reference_model") == on_reference
-        for column in (method.key, *method.companions)
+        if method.on == on
+        for column in method.output_columns
     )
 
 
@@ -123,10 +122,32 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
                 STATUS,
                 *single_pass_columns(scoring),
                 *(TOKEN_COLUMNS if scoring.token_scores else ()),
-                *_model_columns(config, "score"),
+                *_model_columns(config, "target"),
             ),
         ),
     ]
+    if baselines.gradnorm:
+        # A target replica in float32 (gradients), one per actor, beside the scoring ones.
+        stages.append(
+            StageSpec(
+                "gradnorm",
+                f"{STAGES}:PassStage",
+                {
+                    "model": config.model.model_copy(update={"dtype": "float32"}),
+                    "scoring": scoring,
+                    "threads": torch_threads(ray_config.cpus_per_actor),
+                    "baselines": baselines,
+                    "on": "gradnorm",
+                    "keep_text": keeps_text(config) or baselines.reference_model is not None,
+                    "gpus": int(ray_config.gpus_per_actor),
+                },
+                cpus=ray_config.cpus_per_actor,
+                gpus=ray_config.gpus_per_actor,
+                batch_rows=ray_config.block_rows,
+                pool=(baselines.gradnorm_num_actors, baselines.gradnorm_num_actors),
+                adds=_model_columns(config, "gradnorm"),
+            )
+        )
     if baselines.reference_model is not None:
         cpus = baselines.reference_cpus_per_actor or ray_config.cpus_per_actor
         gpus = baselines.reference_gpus_per_actor
@@ -134,11 +155,13 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
         stages.append(
             StageSpec(
                 "reference",
-                f"{STAGES}:ReferenceStage",
+                f"{STAGES}:PassStage",
                 {
-                    "reference": baselines.reference_model,
+                    "model": baselines.reference_model,
                     "scoring": scoring,
                     "threads": torch_threads(cpus),
+                    "baselines": baselines,
+                    "on": "reference",
                     "keep_text": keeps_text(config),
                     "gpus": int(gpus),
                 },

@@ -22,9 +22,10 @@ from minkscan.distributed.pipeline import (
 )
 from minkscan.distributed.session import joins_cluster
 from minkscan.distributed.spec import StageSpec
+from minkscan.io.inputs import InputError, InputFile, Piece, spec_roots
 from minkscan.io.paths import filesystem_for, fs_path
+from minkscan.io.planning import plan_inputs
 from minkscan.io.scores import RunRecord, ScoreOutput
-from minkscan.io.sources import InputError, InputFile, Piece, plan_inputs, spec_roots
 from minkscan.models.identity import model_identity
 from minkscan.models.names import check_model_name
 from minkscan.schema import CHARS_PER_TOKEN

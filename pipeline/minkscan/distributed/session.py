@@ -203,7 +203,7 @@ def warn_if_too_small(config: ScanConfig, stages: list[StageSpec]) -> None:
     needed = required_cpus(stages)
     if have < needed:
         logger.warning(
-            "the Ray cluster has %g CPUs but this run needs at least %g (scoring and reference "
+            "the Ray cluster has %g CPUs but this run needs at least %g (scoring and other model "
             "actors, tokenizer, one read and one commit task): it waits for more nodes; lower "
             "ray.cpus_per_actor / ray.num_actors if none will come",
             have,

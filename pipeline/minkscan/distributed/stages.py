@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from minkscan.baselines.extra_pass import (
-    load_masked_lm,
-    lowercase_scores,
-    neighbor_scores,
-    reference_scores,
-)
 from minkscan.config import BaselinesConfig, ModelConfig, ScoringConfig
 from minkscan.distributed.pieces import seconds_column
-from minkscan.methods import MAIN_PASS
+from minkscan.methods import LOSS, MAIN_PASS, extra_pass_methods
 from minkscan.models.loading import load_model, load_tokenizer
 from minkscan.schema import (
     INPUT_IDS,
@@ -98,13 +94,33 @@ def _with_seconds(table: pa.Table, pass_key: str, started: float) -> pa.Table:
     )
 
 
+def _extra_passes(
+    table: pa.Table,
+    runners: list[tuple[str, Callable[..., pl.DataFrame]]],
+    scorer: DocumentScorer,
+    texts: list,
+    base_loss: pl.Series,
+) -> pa.Table:
+    """``table`` with each runner's columns and its seconds, in order."""
+    for key, run in runners:
+        started = time.perf_counter()
+        table = _with_seconds(_with_columns(table, run(scorer, texts, base_loss)), key, started)
+    return table
+
+
+def _runners(baselines: BaselinesConfig, on: str) -> list[tuple[str, Callable[..., Any]]]:
+    """(key, runner) of each enabled extra-pass method run on the ``on`` model's actors."""
+    return [(m.key, m.runner(baselines)) for m in extra_pass_methods(baselines) if m.on == on]
+
+
 class ScoreStage:
     """Model actor: one replica of the target model scoring tokenised rows (packed
-    batches), plus the target-model baselines Lowercase and Neighbor when enabled.
+    batches), plus the extra-pass methods that run on the target model (Lowercase,
+    Neighbor) when enabled.
 
-    Those two need nothing but the target model, so they run on this actor's replica: a
-    stage of their own would hold a second copy of the same model per actor and ship every
-    row once more. The text is passed on when the Ref stage follows or ``keep_text``.
+    Those need nothing but the target model, so they run on this actor's replica: a stage
+    of their own would hold a second copy of the same model per actor and ship every row
+    once more. The text is passed on when the Ref stage follows or ``keep_text``.
     """
 
     def __init__(
@@ -119,11 +135,8 @@ class ScoreStage:
     ) -> None:
         torch.set_num_threads(threads)
         self.scorer = DocumentScorer(load_model(model, gpus), scoring, expected_tokens)
-        self.baselines = baselines
-        self.keep_text = keep_text
-        self.masked_lm = (
-            None if baselines.neighbor_model is None else load_masked_lm(baselines.neighbor_model)
-        )
+        self.runners = _runners(baselines, "target")
+        self.pass_text = keep_text or any(m.on != "target" for m in extra_pass_methods(baselines))
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         started = time.perf_counter()
@@ -148,55 +161,41 @@ class ScoreStage:
         for name in own:
             arrays[name] = pa.array(columns[name], arrow_type(name))
         table = _with_seconds(pa.table(arrays), MAIN_PASS, started)
-        base_loss = pl.Series("loss", columns["loss"], dtype=pl.Float64)
-        baselines = self.baselines
-        if baselines.lowercase:
-            started = time.perf_counter()
-            table = _with_columns(table, lowercase_scores(self.scorer, texts, base_loss))
-            table = _with_seconds(table, "lowercase", started)
-        if baselines.neighbors > 0:
-            started = time.perf_counter()
-            neighbors = neighbor_scores(
-                self.scorer,
-                texts,
-                base_loss,
-                n_neighbors=baselines.neighbors,
-                fraction=baselines.neighbor_fraction,
-                seed=baselines.neighbor_seed,
-                masked_lm=self.masked_lm,
-            )
-            table = _with_seconds(_with_columns(table, neighbors), "neighbor", started)
-        if baselines.reference_model is not None or self.keep_text:
-            table = table.append_column(TEXT, batch[TEXT])
-        return table
+        base_loss = pl.Series(columns[LOSS], dtype=pl.Float64)
+        table = _extra_passes(table, self.runners, self.scorer, texts, base_loss)
+        return table.append_column(TEXT, batch[TEXT]) if self.pass_text else table
 
 
-class ReferenceStage:
-    """Ref actor: one replica of the reference model scoring each row's text on the reference
-    tokenizer; adds ``ref`` and ``ref_n_tokens`` from the row's target ``loss``, drops the text.
+class PassStage:
+    """Model actor for the extra-pass methods that run on a model of their own (``on``):
+    the reference model's (Ref: each row's text on the reference tokenizer, against the
+    row's target ``loss``) or a target replica of GradNorm's (its backward passes need
+    memory the scoring actors keep for batches). It drops the text unless ``keep_text``.
 
-    The reference tokenizer runs here, not in a CPU stage: its ids are only this actor's.
-    The text stays (last) with ``keep_text``.
+    The tokenizer runs here, not in a CPU stage: its ids are only this actor's.
     """
 
     def __init__(
         self,
-        reference: ModelConfig,
+        model: ModelConfig,
         scoring: ScoringConfig,
         threads: int,
+        baselines: BaselinesConfig,
+        on: str,
         keep_text: bool = False,
         gpus: int = 1,
     ) -> None:
         torch.set_num_threads(threads)
-        # Token scores are the target model's; the reference scores documents only.
+        # Token scores are the target model's main pass; this stage scores documents only.
         self.scorer = DocumentScorer(
-            load_model(reference, gpus), scoring.model_copy(update={"token_scores": False})
+            load_model(model, gpus), scoring.model_copy(update={"token_scores": False})
         )
+        self.runners = _runners(baselines, on)
         self.keep_text = keep_text
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        started = time.perf_counter()
-        base_loss = pl.Series("loss", batch["loss"].to_pylist(), dtype=pl.Float64)
-        ref = reference_scores(self.scorer, batch[TEXT].to_pylist(), base_loss)
-        table = _with_seconds(_with_columns(batch.drop_columns([TEXT]), ref), "ref", started)
+        base_loss = pl.Series(batch[LOSS].to_pylist(), dtype=pl.Float64)
+        texts = batch[TEXT].to_pylist()
+        table = _extra_passes(batch.drop_columns([TEXT]), self.runners, self.scorer, texts,
+                              base_loss)  # fmt: skip
         return table.append_column(TEXT, batch[TEXT]) if self.keep_text else table

@@ -20,17 +20,19 @@ import pyarrow.parquet as pq
 
 from minkscan.config import ConfigError, ScanConfig
 from minkscan.distributed.runner import run_scoring
+from minkscan.evaluation.blind import BLIND, with_blind_scores
 from minkscan.evaluation.online import chunk_scores, label_chunks, online_setting
 from minkscan.evaluation.tables import (
+    BLIND_ROW,
     decomposition_columns,
     k_sweep_columns,
     method_columns,
     metric_table,
     to_markdown,
 )
+from minkscan.io.inputs import InputError
 from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.scores import read_scores
-from minkscan.io.sources import InputError
 from minkscan.methods import single_pass_columns
 from minkscan.models.loading import load_model
 from minkscan.schema import GROUP, ID, LABEL, ROW, SOURCE, TEXT
@@ -122,13 +124,16 @@ def _tabulate(
 ) -> BenchmarkResult:
     scoring = config.scoring
     columns = single_pass_columns(scoring)
+    # The blind baseline is a row of every table when every group had enough texts for it.
+    has_blind = BLIND in labelled.columns and not labelled[BLIND].null_count()
+    blind = {BLIND_ROW: BLIND} if has_blind else {}
     return BenchmarkResult(
         scores=labelled,
         forward_passes=forward_passes,
         pass_seconds=pass_seconds,
-        main=metric_table(labelled, method_columns(labelled.columns, k), detailed=True),
-        k_sweep=metric_table(labelled, k_sweep_columns(columns)),
-        decomposition=metric_table(labelled, decomposition_columns(columns, k)),
+        main=metric_table(labelled, method_columns(labelled.columns, k) | blind, detailed=True),
+        k_sweep=metric_table(labelled, k_sweep_columns(columns) | blind),
+        decomposition=metric_table(labelled, decomposition_columns(columns, k) | blind),
     )
 
 
@@ -174,6 +179,8 @@ def run_benchmark(
         summary = run_scoring(config)
         scores = read_scores(config.data.output, config.data.s3).table
     labelled = pl.from_arrow(scores).sort(ROW).drop(SOURCE, ROW)  # input order
+    blind = with_blind_scores(data, TEXT, LABEL, GROUP).select(ID, BLIND)
+    labelled = labelled.join(blind, on=ID, how="left", maintain_order="left")
     return _tabulate(labelled, config, k, summary.forward_passes, summary.pass_seconds)
 
 

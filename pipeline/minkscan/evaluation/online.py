@@ -10,13 +10,14 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 import torch
 
 from minkscan.methods import method_of
 from minkscan.schema import GROUP, ID, LABEL, TEXT
 from minkscan.scorer import DocumentScorer
-from minkscan.scoring.aggregate import document_scores
+from minkscan.scoring.aggregate import Documents, document_scores
 
 # A chunk's span in scored-token positions (position 0 predicts the document's second token).
 CHUNK_START, CHUNK_END = "chunk_start", "chunk_end"
@@ -35,6 +36,7 @@ def chunk_scores(
         raise ValueError("chunk_tokens must be >= 1")
     scoring = scorer.scoring
     rows: dict[str, list] = {ID: [], "chunk": [], CHUNK_START: [], CHUNK_END: []}
+    methods = [method for method in scorer.methods if method.per_chunk]
     columns = [name for name in scorer.columns if method_of(name).per_chunk]
     for name in columns:
         rows[name] = []
@@ -49,14 +51,8 @@ def chunk_scores(
             tokenizer.decode(document.input_ids[s + 1 : e + 1])
             for s, e in zip(starts, ends, strict=True)
         ]
-        scores = document_scores(
-            stats,
-            [e - s for s, e in zip(starts, ends, strict=True)],
-            chunk_texts,
-            scoring.k_percentages,
-            scoring.ablation_k_percentages,
-            scoring.gap_window,
-        )
+        lengths = np.array([e - s for s, e in zip(starts, ends, strict=True)])
+        scores = document_scores(Documents(stats, lengths, chunk_texts), methods, scoring)
         rows[ID] += [doc_id] * len(starts)
         rows["chunk"] += list(range(len(starts)))
         rows[CHUNK_START] += starts

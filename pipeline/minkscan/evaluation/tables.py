@@ -17,6 +17,10 @@ from minkscan.statistics import auroc, bootstrap_interval, fpr_at_tpr, tpr_at_fp
 
 ALL_GROUPS = "all"
 BOOTSTRAP_RESAMPLES = 200
+# The row of the blind baseline (`minkscan.evaluation.blind`), and the column that marks
+# the methods that do not beat it.
+BLIND_ROW = "Blind baseline (text only, no model)"
+NOT_ABOVE_BLIND = "not above blind in"
 
 
 def method_columns(score_columns: Sequence[str], k: int) -> dict[str, str]:
@@ -90,7 +94,22 @@ def metric_table(
             except ValueError as error:
                 raise ValueError(f"method {name}, group {group}: {error}") from None
         rows.append(row)
-    return pl.DataFrame(rows)
+    table = pl.DataFrame(rows)
+    return _marked_against_blind(table) if BLIND_ROW in methods else table
+
+
+def _marked_against_blind(table: pl.DataFrame) -> pl.DataFrame:
+    """A `NOT_ABOVE_BLIND` column: the groups where a method's AUROC is no higher than the
+    blind baseline's (then the text alone separates the sets as well as the model does)."""
+    blind = table.filter(pl.col("method") == BLIND_ROW).row(0, named=True)
+    groups = [c.removeprefix("auroc_") for c in table.columns
+              if c.startswith("auroc_") and not c.endswith(("_lo", "_hi"))]  # fmt: skip
+    marks = [
+        "" if row["method"] == BLIND_ROW
+        else ", ".join(g for g in groups if row[f"auroc_{g}"] <= blind[f"auroc_{g}"])
+        for row in table.iter_rows(named=True)
+    ]  # fmt: skip
+    return table.with_columns(pl.Series(NOT_ABOVE_BLIND, marks))
 
 
 def _with_intervals(table: pl.DataFrame, digits: int) -> pl.DataFrame:

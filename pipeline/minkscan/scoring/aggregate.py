@@ -13,19 +13,24 @@ Every score is oriented so that higher means "more likely a member":
 
 with k = max(1, floor(P / 100 * n)), n the number of scored tokens (of smoothed values for
 Gap-K%: n - w + 1 moving averages, or the n raw values when n < w, as the authors' code).
-The columns and their order come from `minkscan.methods`.
+Which methods, their per-token values and their order come from `minkscan.methods`; this
+module owns the lowest-k% means, the moving average and the whole-document scores
+(`Documents`).
 """
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from minkscan.methods import SINGLE_PASS
-from minkscan.scoring.token_stats import TokenStats, safe_divide
+from minkscan.config import ScoringConfig
+from minkscan.methods import Method
+from minkscan.scoring.token_stats import TokenStats
 from minkscan.text.frequencies import ReferenceFrequencies
 
 
@@ -91,85 +96,95 @@ def _grid_index(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return doc_index, np.arange(int(lengths.sum())) - offsets[doc_index]
 
 
+@dataclass(frozen=True)
+class Documents:
+    """A group of documents as their whole-document scores see them: per-token ``stats``
+    laid end to end, ``lengths`` (host integers, scored tokens of each), their ``texts``,
+    and for DC-PDD the scored target ids (host) with the reference-corpus frequencies and
+    the clip. Each score is a float64 [docs] tensor on the stats' device, NaN for a
+    document with no scored token, computed without waiting on the device."""
+
+    stats: TokenStats
+    lengths: np.ndarray
+    texts: Sequence[str]
+    target_ids: np.ndarray | None = None
+    reference: ReferenceFrequencies | None = None
+    dcpdd_clip: float | None = None
+
+    @property
+    def device(self) -> torch.device:
+        return self.stats.target_logprob.device
+
+    @functools.cached_property
+    def _grid(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(document, position) of every flat entry, on the device."""
+        doc_index, column_index = _grid_index(self.lengths)
+        return _on(doc_index, self.device), _on(column_index, self.device)
+
+    def padded(self, flat: torch.Tensor) -> torch.Tensor:
+        """Flat per-token values as a float64 [docs, longest] grid, zero past each length."""
+        grid = torch.zeros(
+            self.lengths.size, int(self.lengths.max(initial=0)), dtype=torch.float64,
+            device=self.device,
+        )  # fmt: skip
+        grid[self._grid] = flat.to(torch.float64)
+        return grid
+
+    def loss(self) -> torch.Tensor:
+        """Mean log p of each document (the Loss attack, negated so higher = member)."""
+        lengths = _on(self.lengths, self.device)
+        sums = self.padded(self.stats.target_logprob).sum(1)
+        return torch.where(lengths > 0, sums / lengths.clamp_min(1), float("nan"))
+
+    def zlib(self) -> torch.Tensor:
+        """Loss over the zlib-compressed byte length of the text (the Zlib attack)."""
+        compressed = [max(1, zlib_length(text)) for text in self.texts]
+        denominator = torch.tensor(compressed, dtype=torch.float64)
+        return self.loss() / denominator.to(self.device, non_blocking=True)
+
+    def dcpdd(self) -> torch.Tensor:
+        """DC-PDD: over the first occurrence of each distinct scored token of a document, the
+        mean of min(p(x_t) * -log p_ref(x_t), clip), p_ref from reference-corpus token
+        counts (`minkscan.text.frequencies`). Which tokens come first, and their p_ref, are
+        found on the host from the ids alone. Repeated tokens count once, as the paper's
+        code does, so a repeated rare token cannot dominate."""
+        assert self.target_ids is not None and self.reference is not None, "DC-PDD needs ids"
+        assert self.dcpdd_clip is not None, "DC-PDD needs its clip"
+        lengths = self.lengths
+        ids = np.asarray(self.target_ids, dtype=np.int64)
+        doc_index = np.repeat(np.arange(lengths.size), lengths)
+        _, first = np.unique(doc_index * (int(ids.max(initial=0)) + 1) + ids, return_index=True)
+        doc_first, ids_first = doc_index[first], ids[first]
+        device = self.device
+        logprob = self.stats.target_logprob.index_select(0, _on(first, device))
+        nll = torch.from_numpy(-self.reference.of(ids_first)).to(device, non_blocking=True)
+        terms = torch.clamp(logprob.to(torch.float64).exp() * nll, max=self.dcpdd_clip)
+        sums = torch.zeros(lengths.size, dtype=torch.float64, device=device)
+        sums.index_add_(0, _on(doc_first, device), terms)
+        counts = np.bincount(doc_first, minlength=lengths.size)
+        means = sums / _on(np.maximum(counts, 1), device)
+        return torch.where(_on(counts, device) > 0, means, float("nan"))
+
+
 def document_scores(
-    stats: TokenStats,
-    lengths: Sequence[int],
-    texts: Sequence[str],
-    k_percentages: Sequence[int],
-    ablation_k_percentages: Sequence[int],
-    gap_window: int = 3,
+    documents: Documents, methods: Sequence[Method], scoring: ScoringConfig
 ) -> dict[str, torch.Tensor]:
-    """Aggregate flat per-token stats (documents laid end to end) into per-document scores.
+    """Every column of ``methods`` (single-pass, from `minkscan.methods`) for ``documents``,
+    all at once on the stats' device: float64 [docs] tensors keyed by column, in order.
 
-    ``lengths[i]`` (host integers) is the number of scored tokens of document i; ``stats``
-    vectors have ``sum(lengths)`` entries in document order. Every document is aggregated
-    at once on the stats' device, with no wait on it. Returns float64 [docs] tensors there,
-    keyed by `minkscan.methods.single_pass_columns` (DC-PDD apart, see `dcpdd_scores`), NaN
-    for documents with no scored token.
+    A per-k method's column is the lowest-k% mean of its per-token values (smoothed first
+    when it has a window); any other's comes from its whole-document score.
     """
-    lengths = np.asarray(lengths, dtype=np.int64)
-    device = stats.target_logprob.device
-    n_docs, max_len = lengths.size, int(lengths.max()) if lengths.size else 0
-    per_token = {
-        "mink": stats.target_logprob,
-        "minkpp": stats.minkpp(),
-        "minkpp_mu": stats.target_logprob - stats.mean_logprob,
-        "minkpp_sigma": safe_divide(stats.target_logprob, stats.std_logprob),
-        "gapk": safe_divide(stats.target_logprob - stats.top1_logprob, stats.std_logprob),
-    }
-    doc_index, column_index = (_on(index, device) for index in _grid_index(lengths))
-    padded: dict[str, torch.Tensor] = {}
-    for name, flat in per_token.items():
-        grid = torch.zeros(n_docs, max_len, dtype=torch.float64, device=device)
-        grid[doc_index, column_index] = flat.to(torch.float64)
-        padded[name] = grid
-
-    device_lengths = _on(lengths, device)
-    loss = torch.where(
-        device_lengths > 0, padded["mink"].sum(1) / device_lengths.clamp_min(1), float("nan")
-    )
-    compressed = torch.tensor([max(1, zlib_length(t)) for t in texts], dtype=torch.float64)
-    scores = {"loss": loss, "zlib": loss / compressed.to(device, non_blocking=True)}
-    counts = dict.fromkeys(padded, lengths)  # values per document behind each score
-    padded["gapk"], counts["gapk"] = moving_average(padded["gapk"], lengths, gap_window)
-    for method in SINGLE_PASS:
+    scores: dict[str, torch.Tensor] = {}
+    for method in methods:
         if method.per_k is None:
+            scores[method.key] = method.document(documents)
             continue
-        percentages = k_percentages if method.per_k == "k_percentages" else ablation_k_percentages
-        means = lowest_k_means(padded[method.key], counts[method.key], percentages)
+        values, counts = (documents.padded(method.token(documents.stats)), documents.lengths)
+        if method.window is not None:
+            values, counts = moving_average(values, counts, getattr(scoring, method.window))
+        percentages = getattr(scoring, method.per_k)
+        means = lowest_k_means(values, counts, percentages)
         for column, p in enumerate(percentages):
             scores[f"{method.key}_k{p}"] = means[:, column]
     return scores
-
-
-def dcpdd_scores(
-    target_logprob: torch.Tensor,
-    target_ids: np.ndarray,
-    lengths: Sequence[int],
-    reference: ReferenceFrequencies,
-    clip: float,
-) -> torch.Tensor:
-    """DC-PDD of each document (higher = member), all at once on the stats' device: over the
-    first occurrence of each distinct scored token of a document, the mean of
-    min(p(x_t) * -log p_ref(x_t), clip).
-
-    ``target_logprob[i]`` is log p of ``target_ids[i]`` (host), documents laid end to end
-    with ``lengths`` (host) tokens each; p_ref comes from reference-corpus token counts
-    (`minkscan.text.frequencies`). Which tokens come first, and their p_ref, are found on
-    the host from the ids alone. Repeated tokens count once, as the paper's code does, so a
-    repeated rare token cannot dominate. NaN for documents with no scored token.
-    """
-    lengths = np.asarray(lengths, dtype=np.int64)
-    ids = np.asarray(target_ids, dtype=np.int64)
-    doc_index = np.repeat(np.arange(lengths.size), lengths)
-    _, first = np.unique(doc_index * (int(ids.max(initial=0)) + 1) + ids, return_index=True)
-    doc_first, ids_first = doc_index[first], ids[first]
-    device = target_logprob.device
-    probability = target_logprob.index_select(0, _on(first, device)).to(torch.float64).exp()
-    nll = torch.from_numpy(-reference.of(ids_first)).to(device, non_blocking=True)
-    terms = torch.clamp(probability * nll, max=clip)
-    sums = torch.zeros(lengths.size, dtype=torch.float64, device=device)
-    sums.index_add_(0, _on(doc_first, device), terms)
-    counts = np.bincount(doc_first, minlength=lengths.size)
-    means = sums / _on(np.maximum(counts, 1), device)
-    return torch.where(_on(counts, device) > 0, means, float("nan"))

@@ -44,6 +44,18 @@ class TokenStats:
         """Min-K%++ token score (log p - mu) / sigma; 0 where sigma is 0 (degenerate p)."""
         return safe_divide(self.target_logprob - self.mean_logprob, self.std_logprob)
 
+    def minkpp_mu(self) -> torch.Tensor:
+        """Min-K%++ without its sigma normalisation: log p - mu (ablation)."""
+        return self.target_logprob - self.mean_logprob
+
+    def minkpp_sigma(self) -> torch.Tensor:
+        """Min-K%++ without its mu calibration: log p / sigma (ablation)."""
+        return safe_divide(self.target_logprob, self.std_logprob)
+
+    def gap(self) -> torch.Tensor:
+        """Gap-K% token score: (log p - log p_top1) / sigma, the gap to the most likely token."""
+        return safe_divide(self.target_logprob - self.top1_logprob, self.std_logprob)
+
     def _map(self, function: Callable[[torch.Tensor], torch.Tensor]) -> TokenStats:
         return TokenStats(*(function(getattr(self, name)) for name in _FIELDS))
 

@@ -1,0 +1,82 @@
+"""The ReCaLL / Con-ReCall prefix flags that `score` and `benchmark` share: where the known
+non-member (and member) texts come from, read into the config so that the run's record
+(and its manifest) holds the very texts that conditioned the scores."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from minkscan.commands.common import for_key
+from minkscan.errors import UserError
+
+# Prefix texts taken from a source unless --recall-shots says otherwise (the papers use a
+# handful; each costs attention over its tokens for every document).
+DEFAULT_SHOTS = 3
+
+
+def add_prefix_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--recall-prefix-from",
+        metavar="PATH",
+        help=for_key(
+            "baselines.recall_prefix",
+            "ReCaLL: known non-member texts from a `minkscan calibrate` JSON (its non-member "
+            "sample) or a text file (texts separated by blank lines), local or s3://",
+        ),
+    )
+    parser.add_argument(
+        "--conrecall-from",
+        metavar="PATH",
+        help=for_key(
+            "baselines.conrecall_member_prefix",
+            "Con-ReCall: known member texts from a labelled calibration JSON (its member "
+            "sample) or a text file; needs --recall-prefix-from",
+        ),
+    )
+    parser.add_argument(
+        "--recall-shots",
+        type=int,
+        default=DEFAULT_SHOTS,
+        help=f"texts in each prefix (default: {DEFAULT_SHOTS})",
+    )
+
+
+def _texts(path: str, key: str, shots: int) -> list[str]:
+    """The first ``shots`` texts of a calibration JSON's ``key`` list or of a text file."""
+    from minkscan.io.paths import read_text
+
+    try:
+        raw = read_text(path)
+    except (OSError, FileNotFoundError) as error:
+        raise UserError(f"cannot read prefix texts from {path}: {error}") from None
+    if path.endswith(".json"):
+        try:
+            texts = json.loads(raw).get(key) or []
+        except (ValueError, AttributeError):
+            raise UserError(f"{path} is not a minkscan calibration file") from None
+        if not texts:
+            raise UserError(f"{path} holds no {key.replace('_', ' ')} (calibrate on scores "
+                            "that keep the text, with labels for member texts)")  # fmt: skip
+    else:
+        texts = [part.strip() for part in raw.split("\n\n") if part.strip()]
+        if not texts:
+            raise UserError(f"{path} holds no text")
+    return texts[:shots]
+
+
+def prefix_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """Dotted config keys for the given prefix flags (None: not given)."""
+    if args.recall_shots < 1:
+        raise UserError(f"--recall-shots must be at least 1, got {args.recall_shots}")
+    flags: dict[str, Any] = {}
+    if args.recall_prefix_from:
+        flags["baselines.recall_prefix"] = _texts(
+            args.recall_prefix_from, "nonmember_texts", args.recall_shots
+        )
+    if args.conrecall_from:
+        flags["baselines.conrecall_member_prefix"] = _texts(
+            args.conrecall_from, "member_texts", args.recall_shots
+        )
+    return flags

@@ -1,0 +1,229 @@
+"""Input files: which files an input spec names (paths, directories, globs; local or S3),
+their columns from a header, and the *piece* -- the unit of work and of completion: a range
+of whole Parquet row groups or a whole file for formats without an index -- with its
+descriptor, the plain string a Ray Data item carries.
+
+Derived ids are ``<path relative to the input root>:<row>``: they survive moving the data
+and do not depend on Ray.
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import hashlib
+import io
+import json
+import posixpath
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from minkscan.errors import RunFailed, UserError
+from minkscan.io.paths import fs_path
+from minkscan.schema import (
+    ARROW,
+    CSV,
+    EXTENSIONS,
+    FORMATS,
+    MARKER,
+    PieceKey,
+)
+
+GLOB_CHARS = "*?["
+
+
+class ShardError(RunFailed):
+    """An input shard cannot be read; the message names its path."""
+
+
+class InputError(UserError, ValueError):
+    """An input spec names nothing readable; the message names the spec."""
+
+
+def file_format(path: str) -> str | None:
+    """The format of ``path`` from its extension (None: not an input file)."""
+    name = posixpath.basename(path).lower()
+    for extension, kind in sorted(EXTENSIONS.items(), key=lambda item: -len(item[0])):
+        if name.endswith(extension):
+            return kind
+    return None
+
+
+def _walk(fs: pafs.FileSystem, directory: str) -> list[pafs.FileInfo]:
+    """The files under ``directory``, minus hidden ones (``_`` or ``.``) and everything
+    inside a minkscan score output (a directory holding its marker): scores are never
+    read back as documents."""
+    selector = pafs.FileSelector(directory, recursive=True)
+    infos = [info for info in fs.get_file_info(selector) if info.type == pafs.FileType.File]
+    outputs = tuple(info.path[: -len(MARKER)] for info in infos if info.base_name == MARKER)
+    return sorted(
+        (
+            info for info in infos
+            if not any(p.startswith(("_", ".")) for p in info.path[len(directory) :].split("/"))
+            and not info.path.startswith(outputs or ("\0",))
+        ),
+        key=lambda info: info.path,
+    )  # fmt: skip
+
+
+def _spec_root(spec_path: str) -> str:
+    """The directory an input spec is relative to: the spec if a directory, the part before
+    the first glob character, else the file's parent."""
+    if any(c in spec_path for c in GLOB_CHARS):
+        return spec_path[: min(spec_path.index(c) for c in GLOB_CHARS if c in spec_path)].rsplit(
+            "/", 1
+        )[0]
+    return spec_path
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One input file: where it is, its path relative to the input root, its format, and
+    its size and modification time (its fingerprint: a changed file is never mixed with
+    the scores of its old content)."""
+
+    path: str
+    relpath: str
+    format: str
+    size: int = -1
+    mtime_ns: int = -1
+
+    @property
+    def key(self) -> str:
+        """A short stable key of the relative path, used in output file names."""
+        return hashlib.sha1(self.relpath.encode()).hexdigest()[:16]
+
+    @property
+    def fingerprint(self) -> dict[str, int]:
+        return {"size": self.size, "mtime_ns": self.mtime_ns}
+
+
+def _input_file(info: pafs.FileInfo, relpath: str, format: str) -> InputFile:
+    mtime = info.mtime_ns if info.mtime_ns is not None else -1
+    return InputFile(info.path, relpath, format, info.size or 0, mtime)
+
+
+def discover(
+    specs: list[str],
+    fs: pafs.FileSystem,
+    *,
+    format: str | None = None,
+    root: str | None = None,
+) -> tuple[list[InputFile], str]:
+    """Every input file named by ``specs`` (local or ``s3://``) and the input root their
+    relative paths start from (``root``, else the common directory of the specs).
+
+    A directory with a Hugging Face ``save_to_disk`` layout (``state.json``) is read as its
+    Arrow files. Files whose format is unknown are ignored inside directories and refused
+    when named directly.
+    """
+    if not specs:
+        raise InputError("no input given (data.input / --input)")
+    found: dict[str, pafs.FileInfo] = {}
+    roots: list[str] = []
+    for spec in specs:
+        path = fs_path(spec)
+        info = fs.get_file_info(path)
+        if any(c in path for c in GLOB_CHARS):
+            base = _spec_root(path)
+            matches = [i for i in _walk(fs, base) if fnmatch.fnmatch(i.path, path)]
+            roots.append(base)
+        elif info.type == pafs.FileType.Directory:
+            matches = _walk(fs, path)
+            roots.append(path)
+        elif info.type == pafs.FileType.File:
+            if format is None and file_format(path) is None:
+                raise InputError(
+                    f"input {spec}: unknown format (extensions: {', '.join(EXTENSIONS)}; "
+                    "or --format)"
+                )
+            matches = [info]
+            roots.append(posixpath.dirname(path))
+        else:
+            raise InputError(f"input not found: {spec}")
+        if format is None:
+            matches = [i for i in matches if file_format(i.path) is not None]
+        if not matches:
+            raise InputError(f"no input files match {spec} (formats: {', '.join(FORMATS)})")
+        found.update((i.path, i) for i in matches)
+    input_root = fs_path(root) if root else posixpath.commonpath(roots)
+    files = []
+    for path in sorted(found):
+        if not path.startswith(input_root + "/"):
+            raise InputError(f"input {path} is outside the input root {input_root}")
+        relpath = path[len(input_root) + 1 :]
+        files.append(_input_file(found[path], relpath, format or file_format(path)))
+    return files, input_root
+
+
+def spec_roots(specs: list[str]) -> list[tuple[str, bool]]:
+    """Per input spec, the directory it reads from and whether it reads a whole tree (a
+    directory or a glob) rather than the one file it names."""
+    roots = []
+    for spec in specs:
+        path = fs_path(spec)
+        if any(c in path for c in GLOB_CHARS):
+            roots.append((_spec_root(path), True))
+        elif file_format(path) is not None:
+            roots.append((posixpath.dirname(path), False))
+        else:
+            roots.append((path, True))
+    return roots
+
+
+def column_names(fs: pafs.FileSystem, file: InputFile) -> list[str]:
+    """The columns of a JSONL, CSV or Arrow file, from its header or first record only."""
+    if file.format == ARROW:
+        with fs.open_input_stream(file.path) as stream:
+            return pa.ipc.open_stream(stream).schema.names
+    with fs.open_input_stream(file.path) as stream:  # .gz is decompressed by extension
+        first = io.TextIOWrapper(stream, encoding="utf-8", errors="replace").readline()
+    if file.format == CSV:
+        return next(csv.reader([first]), [])
+    record = json.loads(first)  # a JSONDecodeError is a ValueError: the shard is bad
+    return list(record) if isinstance(record, dict) else []
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Rows [start, end) of one input file; ``end`` None until read (formats without an
+    index are read whole). ``done_rows`` are rows already committed by an earlier run."""
+
+    file: InputFile
+    start: int
+    end: int | None
+    row_groups: tuple[int, ...] = ()
+    done_rows: tuple[int, ...] = ()
+
+    def key(self, end: int | None = None) -> PieceKey:
+        return PieceKey(self.file.key, self.start, self.end if end is None else end)
+
+
+def piece_descriptor(piece: Piece) -> dict[str, str]:
+    """A piece as one JSON string (Ray Data items stay plain strings)."""
+    file = piece.file
+    return {"piece": json.dumps(
+        {"path": file.path, "relpath": file.relpath, "format": file.format, "size": file.size,
+         "mtime_ns": file.mtime_ns, "start": piece.start, "end": piece.end,
+         "row_groups": list(piece.row_groups), "done_rows": list(piece.done_rows)}
+    )}  # fmt: skip
+
+
+def piece_from_descriptor(text: str) -> Piece:
+    value = json.loads(text)
+    file = InputFile(
+        value["path"],
+        value["relpath"],
+        value["format"],
+        value["size"],
+        value["mtime_ns"],
+    )
+    return Piece(
+        file,
+        value["start"],
+        value["end"],
+        tuple(value["row_groups"]),
+        tuple(value["done_rows"]),
+    )
