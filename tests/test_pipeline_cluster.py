@@ -74,7 +74,7 @@ def test_rerun_after_killing_the_job_midway_completes_each_id_exactly_once(
     once with a clean run's scores, and ends the processes the killed driver's embedded Ray
     left behind (found by the session recorded when it started); a run that ends normally
     leaves none of its own."""
-    ids = write_corpus(tmp_path / "in", documents=300, per_shard=20)
+    ids = write_corpus(tmp_path / "in", documents=160, per_shard=20)
     output = tmp_path / "out"
     env = os.environ | {"MINKSCAN_CACHE": str(tmp_path / "cache")}
     records = tmp_path / "cache" / "ray-sessions"

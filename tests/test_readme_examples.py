@@ -19,6 +19,7 @@ from helpers import BIN, REPO, SAMPLE, SHARED_DATA, ray_head, submit_job
 from minkscan.cli import main
 from minkscan.config import build_config
 
+pytestmark = pytest.mark.slow
 README = REPO / "README.md"
 # Commands the README shows that this test does not run, and why.
 NOT_RUN = {

@@ -19,6 +19,7 @@ sliding windows get None.
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Sequence
 
 import numpy as np
@@ -58,7 +59,10 @@ class PrefixCache:
         else:
             out = model(input_ids=inputs, use_cache=True)
             self.last = out.logits[0, -1:]  # [1, vocab]
-        self.cache = out.past_key_values
+        # transformers renamed ``past_key_values`` to ``cache`` (5.2x); either is read.
+        self.cache = out["cache"] if "cache" in out else out["past_key_values"]
+        parameters = inspect.signature(model.base_model.forward).parameters
+        self.cache_argument = "cache" if "cache" in parameters else "past_key_values"
 
     @torch.inference_mode()
     def log_likelihoods(self, documents: Sequence[EncodedDocument]) -> list[float | None]:
@@ -98,7 +102,7 @@ class PrefixCache:
         cache = copy.deepcopy(self.cache)
         cache.batch_repeat_interleave(n)
         inputs = {"input_ids": ids.to(device), "attention_mask": mask.to(device),
-                  "position_ids": positions.to(device), "past_key_values": cache,
+                  "position_ids": positions.to(device), self.cache_argument: cache,
                   "use_cache": True}  # fmt: skip
         if scorer.head is not None:
             states = scorer.loaded.model.base_model(**inputs)[0]

@@ -21,7 +21,7 @@ from minkscan.distributed.pipeline import LIGHT_TASK_CPUS
 from minkscan.distributed.progress import quiet_ray
 from minkscan.distributed.session import ray_session
 from minkscan.distributed.spec import StageSpec
-from minkscan.io.inputs import InputError, piece_descriptor, piece_from_descriptor
+from minkscan.io.inputs import DESCRIPTOR, InputError, piece_descriptor, piece_from_descriptor
 from minkscan.io.paths import filesystem_for
 from minkscan.io.planning import plan_inputs
 from minkscan.io.reading import read_piece
@@ -31,7 +31,7 @@ from minkscan.text.frequencies import exists, write_frequencies
 
 
 def _read_texts(batch: pa.Table, *, fs: pafs.FileSystem, text_column: str) -> Iterator[pa.Table]:
-    for descriptor in batch["piece"].to_pylist():
+    for descriptor in batch[DESCRIPTOR].to_pylist():
         piece = piece_from_descriptor(descriptor)
         for block in read_piece(fs, piece, text_column=text_column, id_column=None):
             yield block.select([TEXT])

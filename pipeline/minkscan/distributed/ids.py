@@ -19,6 +19,7 @@ from ray.data.context import ShuffleStrategy
 
 from minkscan.distributed.context import data_context
 from minkscan.io.inputs import (
+    DESCRIPTOR,
     InputError,
     Piece,
     ShardError,
@@ -66,7 +67,7 @@ def _ids(
     """The ids of each piece; a piece that cannot be read fails the run naming its shard,
     or with ``skip_bad`` is recorded as a bad shard (as the read stage would) and skipped."""
     arrays = []
-    for descriptor in batch["piece"].to_pylist():
+    for descriptor in batch[DESCRIPTOR].to_pylist():
         piece = piece_from_descriptor(descriptor)
         try:
             arrays.append(read_ids(fs, piece, id_column))

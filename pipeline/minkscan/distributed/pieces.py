@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from minkscan.io.inputs import ShardError, piece_from_descriptor
+from minkscan.io.inputs import DESCRIPTOR, ShardError, piece_from_descriptor
 from minkscan.io.reading import read_piece
 from minkscan.io.scores import ScoreOutput
 from minkscan.schema import N_TOKENS, PIECE, ROW, SECONDS_PREFIX, STATUS
@@ -45,7 +45,7 @@ def read_pieces(
     with its path, or with ``skip_bad`` is recorded in the output's ``_bad/`` and yields no
     row; the driver then drops that shard's other pieces so none of it is half-written.
     """
-    for descriptor in batch["piece"].to_pylist():
+    for descriptor in batch[DESCRIPTOR].to_pylist():
         piece = piece_from_descriptor(descriptor)
         try:
             yield from read_piece(

@@ -20,9 +20,22 @@ import pyarrow.fs as pafs
 from minkscan.config import ConfigError, ScanConfig
 from minkscan.distributed.pieces import commit_scores, read_pieces
 from minkscan.distributed.spec import StageSpec
-from minkscan.io.inputs import Piece, piece_descriptor
-from minkscan.methods import extra_pass_methods, single_pass_columns
-from minkscan.schema import ID, N_TOKENS, ROW, SOURCE, STATUS, TEXT, TOKEN_COLUMNS
+from minkscan.io.inputs import DESCRIPTOR, Piece, piece_descriptor
+from minkscan.methods import LOSS, extra_pass_methods, single_pass_columns
+from minkscan.schema import (
+    ID,
+    INPUT_IDS,
+    N_TOKENS,
+    PIECE,
+    PRESET_STATUS,
+    ROW,
+    SOURCE,
+    SPAN_END,
+    SPAN_START,
+    STATUS,
+    TEXT,
+    TOKEN_COLUMNS,
+)
 
 if TYPE_CHECKING:
     import ray
@@ -73,6 +86,11 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
     """Every stage of a scoring run, in order."""
     data, ray_config, baselines = config.data, config.ray, config.baselines
     scoring = config.scoring
+    spans = (SPAN_START, SPAN_END) if scoring.token_scores else ()
+    # The scoring actors pass the text on when it is kept or another model stage reads it.
+    passes_text = keeps_text(config) or any(
+        method.on != "target" for method in extra_pass_methods(baselines)
+    )
     stages = [
         StageSpec(
             "read",
@@ -87,7 +105,9 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
             },
             cpus=READ_TASK_CPUS,
             batch_rows=1,
+            takes=(DESCRIPTOR,),
             adds=(ID, SOURCE, ROW, *kept_input_columns(config)),
+            gives=(TEXT, PRESET_STATUS, PIECE),
         ),
         StageSpec(
             "tokenize",
@@ -96,6 +116,8 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
             cpus=LIGHT_TASK_CPUS,
             batch_rows=ray_config.block_rows,
             concurrency=ray_config.tokenize_tasks,
+            takes=(TEXT, PRESET_STATUS),
+            gives=(TEXT, INPUT_IDS, STATUS, *spans),
         ),
         StageSpec(
             "score",
@@ -105,7 +127,7 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
                 "scoring": scoring,
                 "threads": torch_threads(ray_config.cpus_per_actor),
                 "baselines": baselines,
-                "keep_text": keeps_text(config),
+                "keep_text": passes_text,
                 "gpus": int(ray_config.gpus_per_actor),
                 "expected_tokens": (
                     None
@@ -117,6 +139,7 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
             gpus=ray_config.gpus_per_actor,
             batch_rows=ray_config.block_rows,
             pool=(ray_config.num_actors, ray_config.max_actors or ray_config.num_actors),
+            takes=(TEXT, INPUT_IDS, STATUS, *spans),
             adds=(
                 N_TOKENS,
                 STATUS,
@@ -124,6 +147,7 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
                 *(TOKEN_COLUMNS if scoring.token_scores else ()),
                 *_model_columns(config, "target"),
             ),
+            gives=(TEXT,) if passes_text else (),
         ),
     ]
     if baselines.gradnorm:
@@ -145,7 +169,9 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
                 gpus=ray_config.gpus_per_actor,
                 batch_rows=ray_config.block_rows,
                 pool=(baselines.gradnorm_num_actors, baselines.gradnorm_num_actors),
+                takes=(TEXT, LOSS),
                 adds=_model_columns(config, "gradnorm"),
+                gives=(TEXT,),
             )
         )
     if baselines.reference_model is not None:
@@ -169,6 +195,7 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
                 gpus=gpus,
                 batch_rows=ray_config.block_rows,
                 pool=(baselines.reference_num_actors, baselines.reference_num_actors),
+                takes=(TEXT, LOSS),
                 adds=_model_columns(config, "reference"),
             )
         )
@@ -179,6 +206,7 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
             {"fs": where.fs, "output_root": where.output_root},
             cpus=LIGHT_TASK_CPUS,
             batch_rows=data.commit_rows,
+            takes=(PIECE, ROW, N_TOKENS, STATUS),
         )
     )
     return stages

@@ -25,7 +25,8 @@ from minkscan.distributed.spec import StageSpec
 from minkscan.io.inputs import InputError, InputFile, Piece, spec_roots
 from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.planning import plan_inputs
-from minkscan.io.scores import RunRecord, ScoreOutput
+from minkscan.io.record import RunRecord
+from minkscan.io.scores import ScoreOutput
 from minkscan.models.identity import model_identity
 from minkscan.models.names import check_model_name
 from minkscan.schema import CHARS_PER_TOKEN
@@ -61,7 +62,7 @@ class RunPlan:
 
 
 def run_record(config: ScanConfig, columns: list[str]) -> RunRecord:
-    """The output's record of this run (`minkscan.io.scores.RunRecord`)."""
+    """The output's record of this run (`minkscan.io.record.RunRecord`)."""
     reference = config.baselines.reference_model
     identity = {
         "model": model_identity(config.model),

@@ -1,10 +1,10 @@
 """A pipeline stage declared as data: what runs, with which arguments, on which resources,
-how many rows at a time, in how many actors, and which output columns it adds.
+how many rows at a time, in how many actors, which columns it reads and which it gives on.
 
 A run's Ray Data wiring (`StageSpec.apply`), its capacity check (`required_cpus`,
-`required_gpus`) and its score files' columns all derive from one list of these, so a stage
-is added or changed in one place (as NeMo Curator's stages declare inputs, outputs and
-resources).
+`required_gpus`), its score files' columns and the check that every stage finds the columns
+it reads (`unwired`) all derive from one list of these, so a stage is added or changed in
+one place (as NeMo Curator's stages declare inputs, outputs and resources).
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ class StageSpec:
     ``batch_rows`` rows reach one call (None: a whole block); ``concurrency`` caps the tasks
     of a task stage running at once (None: as many as fit). A GPU stage asks Ray for its
     GPUs only, as Ray Data documents: Ray then reserves one CPU with each of its actors.
-    ``adds`` lists the output columns it writes into the score files, in their order.
+    ``takes`` lists the columns it reads from the rows that reach it; ``adds`` the output
+    columns it writes into the score files, in their order; ``gives`` the columns it passes
+    on for later stages only.
     """
 
     name: str
@@ -40,7 +42,9 @@ class StageSpec:
     batch_rows: int | None = None
     pool: tuple[int, int] | None = None
     concurrency: int | None = None
+    takes: tuple[str, ...] = ()
     adds: tuple[str, ...] = ()
+    gives: tuple[str, ...] = ()
     remote_args: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -75,6 +79,16 @@ class StageSpec:
             **self.resources(),
             **self.remote_args,
         )
+
+
+def unwired(stages: Sequence[StageSpec], source: Sequence[str]) -> list[str]:
+    """'stage: column' for every column a stage reads that neither ``source`` (the columns
+    the pipeline starts with) nor an earlier stage gives."""
+    available, missing = set(source), []
+    for spec in stages:
+        missing += [f"{spec.name}: {column}" for column in spec.takes if column not in available]
+        available |= {*spec.adds, *spec.gives}
+    return missing
 
 
 def required_cpus(stages: Sequence[StageSpec]) -> float:

@@ -120,7 +120,7 @@ class ScoreStage:
 
     Those need nothing but the target model, so they run on this actor's replica: a stage
     of their own would hold a second copy of the same model per actor and ship every row
-    once more. The text is passed on when the Ref stage follows or ``keep_text``.
+    once more. The text is passed on with ``keep_text`` (kept, or read by a later stage).
     """
 
     def __init__(
@@ -136,7 +136,7 @@ class ScoreStage:
         torch.set_num_threads(threads)
         self.scorer = DocumentScorer(load_model(model, gpus), scoring, expected_tokens)
         self.runners = _runners(baselines, "target")
-        self.pass_text = keep_text or any(m.on != "target" for m in extra_pass_methods(baselines))
+        self.keep_text = keep_text
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         started = time.perf_counter()
@@ -163,7 +163,7 @@ class ScoreStage:
         table = _with_seconds(pa.table(arrays), MAIN_PASS, started)
         base_loss = pl.Series(columns[LOSS], dtype=pl.Float64)
         table = _extra_passes(table, self.runners, self.scorer, texts, base_loss)
-        return table.append_column(TEXT, batch[TEXT]) if self.pass_text else table
+        return table.append_column(TEXT, batch[TEXT]) if self.keep_text else table
 
 
 class PassStage:

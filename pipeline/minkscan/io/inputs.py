@@ -32,6 +32,8 @@ from minkscan.schema import (
 )
 
 GLOB_CHARS = "*?["
+# The one column of the items a pipeline starts from: a piece as JSON (`piece_descriptor`).
+DESCRIPTOR = "piece"
 
 
 class ShardError(RunFailed):
@@ -204,7 +206,7 @@ class Piece:
 def piece_descriptor(piece: Piece) -> dict[str, str]:
     """A piece as one JSON string (Ray Data items stay plain strings)."""
     file = piece.file
-    return {"piece": json.dumps(
+    return {DESCRIPTOR: json.dumps(
         {"path": file.path, "relpath": file.relpath, "format": file.format, "size": file.size,
          "mtime_ns": file.mtime_ns, "start": piece.start, "end": piece.end,
          "row_groups": list(piece.row_groups), "done_rows": list(piece.done_rows)}

@@ -42,6 +42,7 @@ from minkscan.config import S3Config
 from minkscan.errors import RunFailed, UserError
 from minkscan.io.inputs import InputFile
 from minkscan.io.paths import filesystem_for, fs_path
+from minkscan.io.record import RunRecord, differences
 from minkscan.schema import (
     BAD_DIR,
     MANIFEST,
@@ -63,35 +64,6 @@ class OutputError(UserError, ValueError):
 
 class OutputWriteError(RunFailed):
     """Writing to the output failed (read-only or full disk, S3 denied); names the path."""
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """What makes an output one run's: its columns, how input rows are cut into pieces and
-    commits (``layout``), and the model identity and score-changing settings (``identity``)."""
-
-    columns: list[str]
-    layout: dict[str, Any]
-    identity: dict[str, Any]
-
-
-def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested dicts as {"a.b": leaf}."""
-    if not isinstance(tree, dict):
-        return {prefix: tree}
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        flat |= _flat(value, f"{prefix}.{key}" if prefix else str(key))
-    return flat
-
-
-def _differences(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
-    old, new = _flat(recorded), _flat(wanted)
-    return [
-        f"{key.removeprefix('identity.')}: {old.get(key)!r} -> {new.get(key)!r}"
-        for key in sorted(set(old) | set(new))
-        if old.get(key) != new.get(key)
-    ]
 
 
 @dataclass(frozen=True)
@@ -157,9 +129,9 @@ class ScoreOutput:
         if recorded["columns"] != wanted["columns"]:
             recorded["columns"], wanted["columns"] = (
                 ", ".join(recorded["columns"] or []), ", ".join(wanted["columns"]))  # fmt: skip
-        differences = _differences(recorded, wanted)
-        if differences:
-            shown = "; ".join(differences[:4]) + ("; ..." if len(differences) > 4 else "")
+        changed = differences(recorded, wanted)
+        if changed:
+            shown = "; ".join(changed[:4]) + ("; ..." if len(changed) > 4 else "")
             raise OutputError(
                 f"output {self.root} holds scores of another run ({shown}): resume it with the "
                 "same model and settings, or give a new --output"

@@ -86,8 +86,9 @@ class Report:
             f"group(s): {named} ({self.primary_method})."
         )
 
-    def sentence(self, row: GroupResult) -> str:
-        """The verdict for one group, in words a reader can act on."""
+    def sentence(self, row: GroupResult, shift: bool = True) -> str:
+        """The verdict for one group, in words a reader can act on (with the distribution
+        shift caution, `shift_caution`, unless ``shift`` is False: the HTML sets it apart)."""
         rates = (
             f"{percent(row.flagged_fraction)} of {row.n_scored} documents flagged against "
             f"{percent(row.expected_fraction)} by chance "
@@ -96,15 +97,16 @@ class Report:
         if not row.significant(self.alpha):
             return (
                 f"No evidence of contamination in group '{row.group}' at the "
-                f"{self.alpha:.0%} level: {rates}.{self._shift_caveat(row)}"
+                f"{self.alpha:.0%} level: {rates}.{self.shift_caution(row) if shift else ''}"
             )
         return (
             f"Evidence of contamination in group '{row.group}' at the {self.alpha:.0%} level: "
             f"{rates}; estimated contaminated fraction {row.estimate()}."
-            f"{self._length_caveat(row)}{self._shift_caveat(row)}"
+            f"{self._length_caveat(row)}{self.shift_caution(row) if shift else ''}"
         )
 
-    def _shift_caveat(self, row: GroupResult) -> str:
+    def shift_caution(self, row: GroupResult) -> str:
+        """The blind baseline's caution for the group ('' when it has none)."""
         return "" if self.shift is None else self.shift.caution(row.group)
 
     def blind_lines(self) -> list[str]:

@@ -1,0 +1,54 @@
+"""The pipeline is a list of stage specs built from the config: every stage finds the
+columns it reads, the score files' columns come from the specs, and an extra-pass method's
+stage and columns come from the registry."""
+
+from __future__ import annotations
+
+import pyarrow.fs as pafs
+import pytest
+from minkscan.config import build_config
+from minkscan.distributed.pipeline import Destination, output_columns, score_stages
+from minkscan.distributed.spec import StageSpec, unwired
+from minkscan.io.inputs import DESCRIPTOR
+from minkscan.schema import TEXT
+
+WHERE = Destination(pafs.LocalFileSystem(), "/out")
+CONFIGS = {
+    "defaults": {},
+    "token scores": {"scoring.token_scores": True},
+    "every extra pass": {"baselines.lowercase": True, "baselines.neighbors": 2,
+                         "baselines.reference_model": "gpt2", "baselines.gradnorm": True,
+                         "baselines.recall_prefix": ["a known non-member"],
+                         "baselines.conrecall_member_prefix": ["a known member"]},
+    "kept text and a reference": {"data.keep_columns": ["text"],
+                                  "baselines.reference_model": "gpt2"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("overrides", CONFIGS.values(), ids=CONFIGS.keys())
+def test_every_stage_reads_only_columns_an_earlier_stage_gives(overrides):
+    stages = score_stages(build_config({}, overrides), WHERE)
+    assert unwired(stages, [DESCRIPTOR]) == []
+
+
+def test_a_stage_reading_a_column_nobody_gives_is_named():
+    stages = score_stages(build_config({}, {}), WHERE)
+    orphan = StageSpec("orphan", print, {}, cpus=0.25, takes=("nowhere",))
+    assert unwired([*stages[:-1], orphan, stages[-1]], [DESCRIPTOR]) == ["orphan: nowhere"]
+
+
+def test_extra_pass_stages_and_columns_come_from_the_registry():
+    config = build_config({}, CONFIGS["every extra pass"])
+    stages = score_stages(config, WHERE)
+    assert [spec.name for spec in stages] == [
+        "read", "tokenize", "score", "gradnorm", "reference", "commit"
+    ]  # fmt: skip
+    adds = {spec.name: spec.adds for spec in stages}
+    assert adds["score"][-6:] == (
+        "lowercase", "lowercase_n_tokens", "neighbor", "neighbor_source", "recall", "conrecall"
+    )  # fmt: skip
+    assert adds["gradnorm"] == ("gradnorm",) and adds["reference"] == ("ref", "ref_n_tokens")
+    columns = output_columns(config, stages)
+    for column in ("lowercase", "neighbor", "recall", "conrecall", "gradnorm", "ref"):
+        assert columns.count(column) == 1
+    assert TEXT not in columns  # read by the model stages, not kept
