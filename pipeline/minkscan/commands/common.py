@@ -32,7 +32,7 @@ def for_key(key: str, text: str = "") -> str:
     """Help of a flag that sets config key ``key``: what it is and the config's default."""
     default = config_default(key)
     if isinstance(default, list):
-        default = " ".join(str(v) for v in default)
+        default = " ".join(str(v) for v in default) or "none"
     return f"{text + '; ' if text else ''}{key} (default: {default})"
 
 
