@@ -1,10 +1,12 @@
-"""Fixtures shared by the test modules: tiny models (in memory and saved), the bundled
-SmolLM2, one embedded Ray for the whole session, and a loopback S3 server. Heavy modules are
-imported inside the fixtures that need them; helpers live in `helpers` and `tiny_models`."""
+"""Fixtures shared by the test modules: the suite's own model cache, tiny models (in memory
+and saved), the bundled SmolLM2, one embedded Ray for the whole session, and a loopback S3
+server. Heavy modules are imported inside the fixtures that need them; helpers live in
+`helpers` and `tiny_models`."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import urllib.request
 from pathlib import Path
@@ -14,6 +16,35 @@ from pathlib import Path
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another filesystem
+        shutil.copy2(source, target)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def temporary_model_cache(tmp_path_factory: pytest.TempPathFactory):
+    """The suite's own model cache (``$MINKSCAN_CACHE``, inherited by every process, Ray
+    worker and job the suite starts), so no test writes to the user's. Models the user's
+    cache already holds are hard-linked in (read, never written) instead of dequantised
+    again; the others are built there on first use."""
+    from minkscan.models.names import default_cache_dir
+
+    user_models = default_cache_dir() / "models"
+    cache = tmp_path_factory.mktemp("minkscan-cache")
+    if user_models.is_dir():
+        shutil.copytree(user_models, cache / "models", copy_function=_link_or_copy,
+                        ignore=shutil.ignore_patterns(".*"))  # fmt: skip
+    previous = os.environ.get("MINKSCAN_CACHE")
+    os.environ["MINKSCAN_CACHE"] = str(cache)
+    yield cache
+    if previous is None:
+        os.environ.pop("MINKSCAN_CACHE", None)
+    else:
+        os.environ["MINKSCAN_CACHE"] = previous
 
 
 @pytest.fixture(scope="session", params=["gpt2", "llama", "gemma3"])

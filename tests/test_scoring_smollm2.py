@@ -32,7 +32,11 @@ def smollm2_scores(smollm2: LoadedModel, first_64_rows: list[str]) -> pl.DataFra
     )
 
 
-def test_bundled_model_is_cached_as_safetensors_after_first_load(smollm2: LoadedModel) -> None:
+def test_bundled_model_is_cached_as_safetensors_after_first_load(
+    smollm2: LoadedModel, temporary_model_cache
+) -> None:
+    # The suite's own cache, not the user's (`temporary_model_cache`).
+    assert default_cache_dir() == temporary_model_cache
     cached = default_cache_dir() / "models" / "smollm2-135m"
     assert any(cached.glob("*.safetensors"))
     assert smollm2.model.get_output_embeddings().weight.shape[0] == 49152
