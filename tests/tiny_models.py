@@ -76,36 +76,16 @@ def build_tiny_model(kind: str, seed: int = 0, vocab_size: int = 300) -> LoadedM
             **special,
         )
         model = GPT2LMHeadModel(config)
-    elif kind == "llama":
-        config = LlamaConfig(
-            vocab_size=vocab,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=512,
-            tie_word_embeddings=False,
-            initializer_range=0.2,
-            **special,
-        )
-        model = LlamaForCausalLM(config)
-    elif kind == "gemma3":
-        config = Gemma3TextConfig(
-            vocab_size=vocab,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            head_dim=8,
-            max_position_embeddings=512,
-            sliding_window=16,
-            final_logit_softcapping=5.0,
-            initializer_range=0.2,
-            **special,
-        )
-        model = Gemma3ForCausalLM(config)
+    elif kind in ("llama", "gemma3"):
+        shared = {"vocab_size": vocab, "hidden_size": 32, "intermediate_size": 64,
+                  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "max_position_embeddings": 512, "initializer_range": 0.2, **special}  # fmt: skip
+        if kind == "llama":
+            model = LlamaForCausalLM(LlamaConfig(tie_word_embeddings=False, **shared))
+        else:
+            model = Gemma3ForCausalLM(Gemma3TextConfig(
+                head_dim=8, sliding_window=16, final_logit_softcapping=5.0, **shared
+            ))  # fmt: skip
     else:
         raise ValueError(kind)
     model.eval()

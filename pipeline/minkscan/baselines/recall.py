@@ -148,17 +148,19 @@ class ReCaLL:
         self.baselines = baselines
         self.prefix: PrefixCache | None = None
 
-    def conditional(self, scorer: DocumentScorer, texts: Sequence[str]) -> list[float | None]:
-        """LL(x | P_nonmember) of each text."""
+    def conditional(
+        self, scorer: DocumentScorer, documents: Sequence[EncodedDocument]
+    ) -> list[float | None]:
+        """LL(x | P_nonmember) of each document."""
         if self.prefix is None:
             self.prefix = PrefixCache(scorer, self.baselines.recall_prefix)
-        return self.prefix.log_likelihoods(scorer.encode(texts))
+        return self.prefix.log_likelihoods(documents)
 
     def __call__(
         self, scorer: DocumentScorer, texts: Sequence[str], base_loss: pl.Series
     ) -> pl.DataFrame:
         (column,) = method_named("recall").output_columns
-        scores = _ratio(self.conditional(scorer, texts), base_loss)
+        scores = _ratio(self.conditional(scorer, scorer.encode(texts)), base_loss)
         return pl.DataFrame({column: scores}, schema={column: pl.Float64})
 
 
@@ -174,8 +176,9 @@ class ConReCaLL(ReCaLL):
     ) -> pl.DataFrame:
         if self.member_prefix is None:
             self.member_prefix = PrefixCache(scorer, self.baselines.conrecall_member_prefix)
-        nonmember = self.conditional(scorer, texts)
-        member = self.member_prefix.log_likelihoods(scorer.encode(texts))
+        documents = scorer.encode(texts)
+        nonmember = self.conditional(scorer, documents)
+        member = self.member_prefix.log_likelihoods(documents)
         gamma = self.baselines.conrecall_gamma
         contrast = [
             None if n is None or m is None else n - gamma * m

@@ -49,8 +49,10 @@ def _texts(path: str, key: str, shots: int) -> list[str]:
 
     try:
         raw = read_text(path)
-    except (OSError, FileNotFoundError) as error:
-        raise UserError(f"cannot read prefix texts from {path}: {error}") from None
+    except OSError as error:
+        raise UserError(
+            f"cannot read prefix texts from {path}: {error.strerror or error}"
+        ) from None
     if path.endswith(".json"):
         try:
             texts = json.loads(raw).get(key) or []

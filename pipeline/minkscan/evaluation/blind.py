@@ -67,8 +67,13 @@ def _classifier(seed: int) -> Any:
     return make_pipeline(features, LogisticRegression(C=4.0, max_iter=2000, random_state=seed))
 
 
+def _usable(text: object) -> bool:
+    """A text the classifier can read: a non-blank string."""
+    return isinstance(text, str) and bool(text.strip())
+
+
 def _sample(texts: Sequence[str], rng: np.random.Generator) -> list[str]:
-    texts = [text for text in texts if isinstance(text, str) and text.strip()]
+    texts = [text for text in texts if _usable(text)]
     if len(texts) <= MAX_TEXTS:
         return texts
     return [texts[i] for i in sorted(rng.choice(len(texts), MAX_TEXTS, replace=False))]
@@ -79,7 +84,7 @@ def blind_scores(texts: Sequence[str], labels: Sequence[int], *, seed: int = 0) 
     each text is scored by a model that never saw it). Empty texts get NaN."""
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
-    usable = np.array([isinstance(t, str) and bool(t.strip()) for t in texts])
+    usable = np.array([_usable(t) for t in texts])
     y = np.asarray(labels)[usable]
     kept = [t for t, ok in zip(texts, usable, strict=True) if ok]
     folds = StratifiedKFold(n_splits=min(FOLDS, int(y.sum()), int((1 - y).sum())), shuffle=True,
@@ -127,7 +132,8 @@ def with_blind_scores(
     parts = []
     for _, part in frame.with_row_index("_order").group_by(group, maintain_order=True):
         labels = part[label].to_numpy()
-        enough = min(int((labels == 1).sum()), int((labels == 0).sum())) >= MIN_TEXTS
+        usable = labels[[_usable(t) for t in part[text].to_list()]]
+        enough = min(int((usable == 1).sum()), int((usable == 0).sum())) >= MIN_TEXTS
         scores = (
             blind_scores(part[text].to_list(), labels, seed=seed) if enough
             else np.full(part.height, np.nan)

@@ -132,6 +132,10 @@ class Documents:
 
     def loss(self) -> torch.Tensor:
         """Mean log p of each document (the Loss attack, negated so higher = member)."""
+        return self._loss
+
+    @functools.cached_property
+    def _loss(self) -> torch.Tensor:  # Zlib divides it: computed once per group
         lengths = _on(self.lengths, self.device)
         sums = self.padded(self.stats.target_logprob).sum(1)
         return torch.where(lengths > 0, sums / lengths.clamp_min(1), float("nan"))
