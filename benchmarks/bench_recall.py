@@ -15,24 +15,10 @@ from its members, the prefix from the first non-members. Each timing is the best
 from __future__ import annotations
 
 import argparse
-import time
-from pathlib import Path
 
 import polars as pl
 import torch
-
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "wikimia24" / "length64.parquet"
-
-
-def best_of(repeats: int, run) -> float:
-    run()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
+from timing import WIKIMIA64, best_of
 
 
 def main() -> None:
@@ -48,7 +34,7 @@ def main() -> None:
     from minkscan.models.loading import load_model
     from minkscan.scorer import DocumentScorer
 
-    data = pl.read_parquet(DATA)
+    data = pl.read_parquet(WIKIMIA64)
     prefix = data.filter(pl.col("label") == 0)["text"].head(args.shots).to_list()
     texts = data.filter(pl.col("label") == 1)["text"].head(args.docs).to_list()
     scorer = DocumentScorer(load_model(ModelConfig(name=args.model, device="cpu")), ScoringConfig())

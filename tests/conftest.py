@@ -18,6 +18,12 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest  # noqa: E402
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests first: with the suite split over workers (pytest-xdist, by file), the
+    longest files start at once and the short ones fill in around them."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def _link_or_copy(source: str, target: str) -> None:
     try:
         os.link(source, target)
@@ -122,6 +128,21 @@ def s3_server():
     server.stop()
 
 
+@pytest.fixture
+def s3_env(s3_server, monkeypatch):
+    """moto's S3 (`s3_server`) as a user's environment names it: the AWS_* variables that
+    minkscan, pyarrow and s3fs read, pointed at moto."""
+    endpoint, client = s3_server
+    for name, value in {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)  # fmt: skip
+    return endpoint, client
+
+
 # Logical CPUs of the session's Ray: a scoring actor, a reference actor, tokenizing, reading
 # and committing tasks all fit (the 2-core machine shares its cores among them).
 SESSION_CPUS = 5
@@ -159,3 +180,15 @@ def stalled_pipelines_fail_fast():
     context.execution_no_progress_timeout_s = 300
     yield
     context.execution_no_progress_timeout_s = previous
+
+
+@pytest.fixture(params=["on the driver", "by Ray Data"])
+def ids_counted(request, monkeypatch):
+    """Both ways a run counts its ids: on the driver (small inputs, as in every test) and
+    with a distributed group-by (large inputs), which a test can then pin to the same
+    behaviour."""
+    from minkscan.distributed import ids
+
+    if request.param == "by Ray Data":
+        monkeypatch.setattr(ids, "DRIVER_BYTES", -1)
+    return request.param

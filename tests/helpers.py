@@ -50,15 +50,20 @@ def score(model_dir: Path, inputs: Path | str | list, output: Path, *extra: str)
     )  # fmt: skip
 
 
+def score_command(model_dir: Path, inputs: Path, output: Path, *extra: str) -> list[str]:
+    """The `minkscan score` command line a user would type."""
+    return [str(BIN / "minkscan"), "score", "--input", str(inputs), "--output", str(output),
+            "--model", str(model_dir), *extra]  # fmt: skip
+
+
 def score_process(
     model_dir: Path, inputs: Path, output: Path, *extra: str, env: dict | None = None
 ) -> subprocess.Popen:
     """`minkscan score` as its own process (stdout and stderr piped, text)."""
-    command = [str(Path(sys.executable).parent / "minkscan"), "score", "--input", str(inputs),
-               "--output", str(output), "--model", str(model_dir), *extra]  # fmt: skip
     return subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
+        score_command(model_dir, inputs, output, *extra),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
 
 
 def scores(output: Path) -> pl.DataFrame:

@@ -33,7 +33,7 @@ def test_ref_is_target_minus_reference_loss_with_the_reference_tokenizer(target)
     reference_model = build_tiny_model("gpt2", seed=3)  # no BOS: one token fewer per text
     reference = DocumentScorer(reference_model, ScoringConfig())
     base = target.score_frame(TRAINING_TEXT)
-    ref = reference_scores(reference, TRAINING_TEXT, base["loss"])
+    ref = reference_scores(reference, reference.encode(TRAINING_TEXT), base["loss"])
     own_lengths = [len(reference_model.tokenizer(t)["input_ids"]) - 1 for t in TRAINING_TEXT]
     assert ref["ref_n_tokens"].to_list() == own_lengths
     assert ref["ref_n_tokens"].to_list() != base["n_tokens"].to_list()
@@ -44,7 +44,7 @@ def test_ref_is_target_minus_reference_loss_with_the_reference_tokenizer(target)
 def test_lowercase_compares_the_text_with_its_lowercased_form(target) -> None:
     texts = ["The Quick Brown Fox.", "already lower case text", None]
     base = target.score_frame(texts)
-    lowered = lowercase_scores(target, texts, base["loss"])
+    lowered = lowercase_scores(target, target.encode(texts), base["loss"])
     assert lowered["lowercase"][1] == pytest.approx(0.0, abs=1e-6)
     expected = base["loss"][0] - target.score_frame(["the quick brown fox."])["loss"][0]
     assert lowered["lowercase"][0] == pytest.approx(expected)
@@ -72,7 +72,9 @@ def test_neighbours_keep_length_and_replace_only_chosen_positions(target) -> Non
 def test_neighbor_score_is_loss_minus_mean_neighbour_loss_from_the_target_lm(target) -> None:
     texts = [TRAINING_TEXT[0], "", TRAINING_TEXT[2]]
     base = target.score_frame(texts)
-    scores = neighbor_scores(target, texts, base["loss"], n_neighbors=2, fraction=0.3, seed=7)
+    scores = neighbor_scores(
+        target, target.encode(texts), base["loss"], n_neighbors=2, fraction=0.3, seed=7
+    )
     assert scores["neighbor_source"].to_list() == [f"causal-lm:{target.loaded.name}"] * 3
     assert scores["neighbor"][1] is None
     for index in (0, 2):
@@ -120,8 +122,9 @@ def test_masked_lm_neighbours_replace_words_and_are_reported_as_the_source(
     assert changed == round(0.3 * len(original_words))
     base = target.score_frame([text])
     scores = neighbor_scores(
-        target, [text], base["loss"], n_neighbors=2, fraction=0.3, seed=4, masked_lm=tiny_masked_lm
-    )
+        target, target.encode([text]), base["loss"], n_neighbors=2, fraction=0.3, seed=4,
+        masked_lm=tiny_masked_lm,
+    )  # fmt: skip
     assert scores["neighbor_source"].to_list() == [f"masked-lm:{tiny_masked_lm.name}"]
     rng = document_rng(4, text)
     neighbour_texts = [masked_lm_neighbour(tiny_masked_lm, text, 0.3, rng) for _ in range(2)]
@@ -130,9 +133,13 @@ def test_masked_lm_neighbours_replace_words_and_are_reported_as_the_source(
 
 
 def test_neighbor_score_of_a_document_does_not_depend_on_the_rest_of_its_batch(target) -> None:
-    alone = neighbor_scores(target, TRAINING_TEXT[3:4], pl.Series([-5.0]), n_neighbors=2, seed=1)
+    alone = neighbor_scores(
+        target, target.encode(TRAINING_TEXT[3:4]), pl.Series([-5.0]), n_neighbors=2, seed=1
+    )
     texts = TRAINING_TEXT[:4]
-    together = neighbor_scores(target, texts, pl.Series([-5.0] * 4), n_neighbors=2, seed=1)
+    together = neighbor_scores(
+        target, target.encode(texts), pl.Series([-5.0] * 4), n_neighbors=2, seed=1
+    )
     assert together["neighbor"][3] == pytest.approx(alone["neighbor"][0], abs=1e-6)
 
 

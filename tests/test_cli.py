@@ -9,6 +9,7 @@ import sys
 
 import polars as pl
 import pytest
+from helpers import score
 from minkscan.cli import build_parser, main
 
 COMMANDS = ["score", "benchmark", "calibrate", "report", "nightly", "frequencies"]
@@ -81,19 +82,7 @@ def test_device_cuda_without_cuda_fails_in_one_line_before_ray_starts(
     if ray.is_initialized():
         ray.shutdown()  # the session's Ray (started again by the next test needing it)
     pl.DataFrame({"text": ["Some text."]}).write_parquet(tmp_path / "in.parquet")
-    code = main(
-        [
-            "score",
-            "--input",
-            str(tmp_path / "in.parquet"),
-            "--output",
-            str(tmp_path / "out"),
-            "--model",
-            str(tiny_llama_dir),
-            "--device",
-            "cuda",
-        ]
-    )
+    code = score(tiny_llama_dir, tmp_path / "in.parquet", tmp_path / "out", "--device", "cuda")
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert "model.device is 'cuda' but this machine has no CUDA device" in err

@@ -196,6 +196,7 @@ def test_an_output_inside_an_input_directory_is_refused_and_other_outputs_there_
     assert scores(tmp_path / "out")["id"].to_list() == ["x0", "x1"]
 
 
+@pytest.mark.usefixtures("ids_counted")
 def test_a_shard_that_fails_the_id_check_is_skipped_and_named_or_fails_the_run_in_one_line(
     tiny_llama_dir, tmp_path, capsys
 ):

@@ -71,9 +71,9 @@ def test_baseline_stages_match_the_in_process_functions(tiny_llama_dir, tiny_gpt
     expected = pl.concat(
         [
             base,
-            lowercase_scores(target, TEXTS, base["loss"]),
-            neighbor_scores(target, TEXTS, base["loss"], n_neighbors=2, seed=5),
-            reference_scores(reference, TEXTS, base["loss"]),
+            lowercase_scores(target, target.encode(TEXTS), base["loss"]),
+            neighbor_scores(target, target.encode(TEXTS), base["loss"], n_neighbors=2, seed=5),
+            reference_scores(reference, reference.encode(TEXTS), base["loss"]),
         ],
         how="horizontal",
     )

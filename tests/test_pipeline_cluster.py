@@ -15,7 +15,7 @@ import polars as pl
 import pyarrow.fs as pafs
 import pytest
 import ray
-from helpers import BIN, REPO, ray_head
+from helpers import REPO, ray_head, score_command
 from minkscan.config import build_config
 from minkscan.distributed.runner import run_scoring
 from minkscan.distributed.session import session_processes
@@ -39,19 +39,6 @@ def write_corpus(directory: Path, documents: int, per_shard: int) -> list[str]:
             directory / f"part-{start // per_shard:04d}.parquet"
         )
     return ids
-
-
-def score_command(model_dir: Path, inputs: Path, output: Path) -> list[str]:
-    return [
-        str(BIN / "minkscan"),
-        "score",
-        "--input",
-        str(inputs),
-        "--output",
-        str(output),
-        "--model",
-        str(model_dir),
-    ]
 
 
 def committed_ids(output: Path) -> list[str]:
@@ -100,23 +87,24 @@ def test_rerun_after_killing_the_job_midway_completes_each_id_exactly_once(
     committed_rows = sum(
         part.rows for part in ScoreOutput(pafs.LocalFileSystem(), str(output)).parts()
     )
-    sessions = set(Path("/tmp/ray").glob("session_2*"))
 
-    rerun = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180,
-                           env=env)  # fmt: skip
+    rerun = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env)  # fmt: skip
+    stdout, stderr = rerun.communicate(timeout=180)
 
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert "left by the embedded Ray of an earlier run" in rerun.stderr
+    assert rerun.returncode == 0, stderr[-2000:]
+    assert "left by the embedded Ray of an earlier run" in stderr
     assert session_processes(record["session_dir"], record["processes"]) == []
-    (own,) = set(Path("/tmp/ray").glob("session_2*")) - sessions
+    # The rerun's own Ray session: Ray names it after the process that started it.
+    (own,) = Path("/tmp/ray").glob(f"session_2*_{rerun.pid}")
     for _ in range(75):  # the rerun's own Ray is shut down entirely
         if not session_processes(str(own)):
             break
         time.sleep(0.2)
     assert session_processes(str(own)) == [] and not any(records.glob("*.json"))
-    assert f"already done: {len(partial)}" in rerun.stdout
+    assert f"already done: {len(partial)}" in stdout
     # Strictly less than the whole corpus: complete pieces and committed rows are not redone.
-    assert f"scored {len(ids) - committed_rows} documents" in rerun.stdout
+    assert f"scored {len(ids) - committed_rows} documents" in stdout
     assert committed_ids(output) == ids
     # The same scores as a clean run: the in-process scorer on the same texts.
     final = pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(output)).read()).sort("id")

@@ -5,38 +5,18 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
-from minkscan.cli import main
+from helpers import score, scores
+from minkscan.distributed.ids import DRIVER_BYTES, DRIVER_FILES, on_driver
+from minkscan.io.inputs import InputFile, Piece
 from minkscan.io.scores import ScoreOutput
 
 pytestmark = pytest.mark.usefixtures("local_ray")
-
-
-def score(model_dir: Path, inputs: Path | str, output: Path, *extra: str) -> int:
-    return main(
-        [
-            "score",
-            "--input",
-            str(inputs),
-            "--output",
-            str(output),
-            "--model",
-            str(model_dir),
-            "--set",
-            "data.check_ids=false",
-            *extra,
-        ]  # fmt: skip
-    )
-
-
-def scores(output: Path) -> pl.DataFrame:
-    return pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(output)).read()).sort("id")
 
 
 def test_an_output_directory_holding_other_files_is_refused_and_left_untouched(
@@ -127,6 +107,7 @@ def test_shards_whose_id_and_text_types_differ_are_unified(tiny_llama_dir, tmp_p
     assert result["status"].to_list() == ["not_text", "not_text", "ok", "ok"]
 
 
+@pytest.mark.usefixtures("ids_counted")
 def test_repeated_and_null_ids_are_scored_once_each_reported_and_refusable(
     tiny_llama_dir, tmp_path, capsys
 ):
@@ -157,6 +138,17 @@ def test_repeated_and_null_ids_are_scored_once_each_reported_and_refusable(
     assert score(tiny_llama_dir, inputs, tmp_path / "out", *base) == 0
     assert "nothing to do: all 5 documents already scored" in capsys.readouterr().out
     assert scores(tmp_path / "out").height == 5
+
+
+def test_ids_of_a_small_input_are_counted_on_the_driver_and_of_a_large_one_by_ray_data():
+    def pieces(files: int, size: int) -> list[Piece]:
+        return [Piece(InputFile(f"/in/{i}.parquet", f"{i}.parquet", "parquet", size), 0, None)
+                for i in range(files)]  # fmt: skip
+
+    assert on_driver(pieces(2, 1 << 20))
+    assert on_driver(pieces(1, DRIVER_BYTES)) and not on_driver(pieces(1, DRIVER_BYTES + 1))
+    assert not on_driver(pieces(DRIVER_FILES + 1, 10))
+    assert not on_driver(pieces(1, -1))  # size unknown
 
 
 def test_a_partly_committed_piece_is_completed_with_only_its_missing_rows(
@@ -195,18 +187,7 @@ def test_config_and_model_mistakes_fail_in_one_line_before_ray_work(
     tiny_llama_dir, tmp_path, capsys, args, message
 ):
     pl.DataFrame({"text": ["Some text."]}).write_parquet(tmp_path / "in.parquet")
-    code = main(
-        [
-            "score",
-            "--input",
-            str(tmp_path / "in.parquet"),
-            "--output",
-            str(tmp_path / "out"),
-            "--model",
-            str(tiny_llama_dir),
-            *args,
-        ]  # fmt: skip
-    )
+    code = score(tiny_llama_dir, tmp_path / "in.parquet", tmp_path / "out", *args)
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1, err
     assert "Traceback" not in err

@@ -3,6 +3,7 @@ bad rows and shards, config errors, resume and actor faults."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -15,9 +16,10 @@ import pytest
 import ray
 from minkscan.cli import main
 from minkscan.config import ConfigError, ScanConfig, build_config
-from minkscan.distributed import session, stages
+from minkscan.distributed import plan, session
 from minkscan.distributed.pipeline import Destination, score_stages
 from minkscan.distributed.runner import run_scoring
+from minkscan.distributed.spec import StageSpec
 from minkscan.distributed.stages import ScoreStage
 from minkscan.io.inputs import ShardError
 from minkscan.io.scores import ScoreOutput
@@ -204,7 +206,13 @@ def test_killed_scoring_actor_is_replaced_and_its_batches_retried(
                 log.write(f"{os.getpid()}\n")
             return scored
 
-    monkeypatch.setattr(stages, "ScoreStage", ScoreStageKilledOnce)
+    def with_killed_once(config: ScanConfig, where: Destination) -> list[StageSpec]:
+        return [
+            dataclasses.replace(spec, fn=ScoreStageKilledOnce) if spec.name == "score" else spec
+            for spec in score_stages(config, where)
+        ]
+
+    monkeypatch.setattr(plan, "score_stages", with_killed_once)
     texts = [f"Document {i}: " + TEXTS[i % 2] * (1 + i % 5) for i in range(120)]
     write_shards(tmp_path / "in", texts, per_shard=20)
     config = make_config(

@@ -77,10 +77,10 @@ def _commands(lines: list[str]) -> list[str]:
 
 
 @pytest.fixture
-def scratch(tmp_path, monkeypatch, s3_server):
+def scratch(tmp_path, monkeypatch, s3_env):
     """A scratch directory holding what the examples name, the repository's pipeline/ beside
     it (the quick start scores the sample by that path), ../shared, and S3 (moto)."""
-    endpoint, client = s3_server
+    _, client = s3_env
     sample = pl.read_parquet(SAMPLE)
     work = tmp_path / "work"
     for directory in ("corpus", "testsets", "data/shards", "audit", "fresh"):
@@ -110,10 +110,6 @@ def scratch(tmp_path, monkeypatch, s3_server):
     sample.head(16).with_columns(pl.col("text").str.to_uppercase()).write_parquet(
         work / "fresh" / "fresh.parquet"
     )
-    aws = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}  # fmt: skip
-    for name, value in aws.items():
-        monkeypatch.setenv(name, value)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(work)
     return work

@@ -91,15 +91,8 @@ def test_report_on_scores_without_the_group_column_says_how_to_keep_it(tmp_path,
     assert code == 2 and "--keep-columns dataset" in err and "Traceback" not in err
 
 
-def test_calibrate_and_report_write_to_s3_where_asked(tmp_path, capsys, s3_server, monkeypatch):
-    endpoint, client = s3_server
-    for name, value in {
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)  # fmt: skip
+def test_calibrate_and_report_write_to_s3_where_asked(tmp_path, capsys, s3_env):
+    endpoint, client = s3_env
     rng = np.random.default_rng(0)
     pl.DataFrame({"id": [f"d{i}" for i in range(40)], "status": ["ok"] * 40,
                   "n_tokens": [9] * 40, "minkpp_k20": rng.normal(size=40),

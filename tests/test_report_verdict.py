@@ -188,16 +188,9 @@ def test_markdown_cells_escape_markdown_and_html(calibrated, tmp_path) -> None:
     assert len(tables) >= 2 and all(len(set(pipes)) <= 1 for pipes in tables)  # no cell split
 
 
-def test_calibrate_and_report_read_scores_from_s3(calibrated, audited, s3_server, tmp_path,
-                                                  capsys, monkeypatch) -> None:  # fmt: skip
-    endpoint, client = s3_server
-    for name, value in {
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)  # fmt: skip
+def test_calibrate_and_report_read_scores_from_s3(calibrated, audited, s3_env, tmp_path,
+                                                  capsys) -> None:  # fmt: skip
+    endpoint, client = s3_env
     fs = pafs.S3FileSystem(endpoint_override=endpoint, scheme="http", access_key="testing",
                            secret_key="testing", region="us-east-1")  # fmt: skip
     for key, table in {"audit/scores.parquet": audited, "cal/scores.parquet": audited}.items():

@@ -8,7 +8,9 @@ All compare against the main pass's ``loss`` column (mean log p, higher = member
 
 so, like every score here, higher means "more likely a member". Each has a runner class
 (`Lowercase`, `Ref`, `Neighbor`) that the registry (`minkscan.methods`) names; the model
-stages build it once per actor and call it per batch. Column names come from the registry.
+stages build it once per actor and call it per batch with the batch's documents, already
+encoded by that actor's tokenizer (the scoring actor's own, so the target-model runners do
+not tokenise again). Column names come from the registry.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -34,25 +37,31 @@ from minkscan.scorer import DocumentScorer
 from minkscan.text.tokenize import EncodedDocument
 
 
-def _difference(base_loss: pl.Series, other: pl.DataFrame, key: str) -> pl.DataFrame:
+def _difference(base_loss: pl.Series, other: dict[str, list[Any]], key: str) -> pl.DataFrame:
     """Method ``key``'s columns: the base loss minus ``other``'s, then the tokens behind it."""
     score, n_tokens = method_named(key).output_columns
-    return pl.DataFrame({score: base_loss - other["loss"], n_tokens: other[N_TOKENS]})
+    loss = pl.Series(other["loss"], dtype=pl.Float64)
+    return pl.DataFrame(
+        {score: base_loss - loss, n_tokens: other[N_TOKENS]},
+        schema={score: pl.Float64, n_tokens: pl.Int64},
+    )
 
 
 def lowercase_scores(
-    scorer: DocumentScorer, texts: Sequence[str], base_loss: pl.Series
+    scorer: DocumentScorer, documents: Sequence[EncodedDocument], base_loss: pl.Series
 ) -> pl.DataFrame:
-    """Columns ``lowercase`` and ``lowercase_n_tokens`` (tokens of the lowercased text)."""
-    lowered = [text.lower() if isinstance(text, str) else text for text in texts]
-    return _difference(base_loss, scorer.score_frame(lowered), "lowercase")
+    """Columns ``lowercase`` and ``lowercase_n_tokens`` (tokens of the lowercased text, which
+    is encoded here: its ids are not the document's)."""
+    lowered = scorer.encode([document.text.lower() for document in documents])
+    return _difference(base_loss, scorer.score_documents(lowered), "lowercase")
 
 
 def reference_scores(
-    reference: DocumentScorer, texts: Sequence[str], base_loss: pl.Series
+    reference: DocumentScorer, documents: Sequence[EncodedDocument], base_loss: pl.Series
 ) -> pl.DataFrame:
-    """Columns ``ref`` and ``ref_n_tokens``; the reference model tokenises the raw text itself."""
-    return _difference(base_loss, reference.score_frame(list(texts)), "ref")
+    """Columns ``ref`` and ``ref_n_tokens``; ``documents`` are encoded by the reference
+    model's own tokenizer."""
+    return _difference(base_loss, reference.score_documents(documents), "ref")
 
 
 @torch.inference_mode()
@@ -145,7 +154,7 @@ def document_rng(seed: int, text: str) -> np.random.Generator:
 
 def neighbor_scores(
     scorer: DocumentScorer,
-    texts: Sequence[str],
+    documents: Sequence[EncodedDocument],
     base_loss: pl.Series,
     n_neighbors: int = 5,
     fraction: float = 0.15,
@@ -163,7 +172,6 @@ def neighbor_scores(
     """
     if n_neighbors < 1 or not 0 < fraction <= 1:
         raise ValueError("need n_neighbors >= 1 and 0 < fraction <= 1")
-    documents = scorer.encode(texts)
     owners: list[int] = []
     neighbours: list[EncodedDocument] = []
     for index, document in enumerate(documents):
@@ -204,9 +212,9 @@ class Lowercase:
         del baselines  # no settings
 
     def __call__(
-        self, scorer: DocumentScorer, texts: Sequence[str], base_loss: pl.Series
+        self, scorer: DocumentScorer, documents: Sequence[EncodedDocument], base_loss: pl.Series
     ) -> pl.DataFrame:
-        return lowercase_scores(scorer, texts, base_loss)
+        return lowercase_scores(scorer, documents, base_loss)
 
 
 class Neighbor:
@@ -218,11 +226,11 @@ class Neighbor:
         self.masked_lm = None if name is None else load_masked_lm(name)
 
     def __call__(
-        self, scorer: DocumentScorer, texts: Sequence[str], base_loss: pl.Series
+        self, scorer: DocumentScorer, documents: Sequence[EncodedDocument], base_loss: pl.Series
     ) -> pl.DataFrame:
         baselines = self.baselines
         return neighbor_scores(
-            scorer, texts, base_loss, n_neighbors=baselines.neighbors,
+            scorer, documents, base_loss, n_neighbors=baselines.neighbors,
             fraction=baselines.neighbor_fraction, seed=baselines.neighbor_seed,
             masked_lm=self.masked_lm,
         )  # fmt: skip
@@ -235,6 +243,6 @@ class Ref:
         del baselines  # the reference model is the actor's
 
     def __call__(
-        self, scorer: DocumentScorer, texts: Sequence[str], base_loss: pl.Series
+        self, scorer: DocumentScorer, documents: Sequence[EncodedDocument], base_loss: pl.Series
     ) -> pl.DataFrame:
-        return reference_scores(scorer, texts, base_loss)
+        return reference_scores(scorer, documents, base_loss)

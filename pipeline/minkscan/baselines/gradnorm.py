@@ -52,12 +52,12 @@ class GradNorm:
         del baselines  # no settings beyond the switch
 
     def __call__(
-        self, scorer: DocumentScorer, texts: Sequence[str], base_loss: pl.Series
+        self, scorer: DocumentScorer, documents: Sequence[EncodedDocument], base_loss: pl.Series
     ) -> pl.DataFrame:
         del base_loss  # GradNorm is absolute
         (column,) = method_named("gradnorm").output_columns
         scores = [
             None if document.status == WINDOWED else gradient_norm(scorer, document)
-            for document in scorer.encode(texts)
+            for document in documents
         ]
         return pl.DataFrame({column: scores}, schema={column: pl.Float64})

@@ -157,10 +157,10 @@ class ReCaLL:
         return self.prefix.log_likelihoods(documents)
 
     def __call__(
-        self, scorer: DocumentScorer, texts: Sequence[str], base_loss: pl.Series
+        self, scorer: DocumentScorer, documents: Sequence[EncodedDocument], base_loss: pl.Series
     ) -> pl.DataFrame:
         (column,) = method_named("recall").output_columns
-        scores = _ratio(self.conditional(scorer, scorer.encode(texts)), base_loss)
+        scores = _ratio(self.conditional(scorer, documents), base_loss)
         return pl.DataFrame({column: scores}, schema={column: pl.Float64})
 
 
@@ -172,11 +172,10 @@ class ConReCaLL(ReCaLL):
         self.member_prefix: PrefixCache | None = None
 
     def __call__(
-        self, scorer: DocumentScorer, texts: Sequence[str], base_loss: pl.Series
+        self, scorer: DocumentScorer, documents: Sequence[EncodedDocument], base_loss: pl.Series
     ) -> pl.DataFrame:
         if self.member_prefix is None:
             self.member_prefix = PrefixCache(scorer, self.baselines.conrecall_member_prefix)
-        documents = scorer.encode(texts)
         nonmember = self.conditional(scorer, documents)
         member = self.member_prefix.log_likelihoods(documents)
         gamma = self.baselines.conrecall_gamma

@@ -24,8 +24,8 @@ class StageSpec:
 
     ``fn`` is a function (run as Ray tasks, ``kwargs`` its keyword arguments) or a class
     (run in an actor pool of ``pool = (min, max)`` actors, ``kwargs`` its constructor's),
-    or ``"module:name"`` naming one (imported when the stage is applied, so that declaring a
-    pipeline imports no model code).
+    or ``"module:name"`` naming one, imported only by the Ray workers that run it (see
+    `deferred`): the driver that plans and wires a run never imports model code.
     ``batch_rows`` rows reach one call (None: a whole block); ``concurrency`` caps the tasks
     of a task stage running at once (None: as many as fit). A GPU stage asks Ray for its
     GPUs only, as Ray Data documents: Ray then reserves one CPU with each of its actors.
@@ -58,8 +58,7 @@ class StageSpec:
     def callable(self) -> Callable[..., Any]:
         if not isinstance(self.fn, str):
             return self.fn
-        module, name = self.fn.split(":")
-        return getattr(importlib.import_module(module), name)
+        return deferred(self.fn, is_class=self.pool is not None)
 
     def apply(self, dataset: ray.data.Dataset) -> ray.data.Dataset:
         """``dataset`` with this stage mapped over it (pyarrow batches)."""
@@ -79,6 +78,34 @@ class StageSpec:
             **self.resources(),
             **self.remote_args,
         )
+
+
+def _target(name: str) -> Any:
+    module, _, attribute = name.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def deferred(name: str, *, is_class: bool) -> Callable[..., Any]:
+    """A stand-in for the function or class ``"module:name"`` that imports it where it
+    runs, on its first call or construction. It bears the target's name, as Ray Data's
+    operators and progress show it. Importing the model stages (torch, transformers) takes
+    the driver seconds and memory it has no use for."""
+    attribute = name.partition(":")[2]
+    if is_class:
+
+        def __init__(self: Any, **kwargs: Any) -> None:
+            self.stage = _target(name)(**kwargs)
+
+        def __call__(self: Any, batch: Any) -> Any:
+            return self.stage(batch)
+
+        return type(attribute, (), {"__init__": __init__, "__call__": __call__})
+
+    def run(batch: Any, **kwargs: Any) -> Any:
+        return _target(name)(batch, **kwargs)
+
+    run.__name__ = run.__qualname__ = attribute
+    return run
 
 
 def unwired(stages: Sequence[StageSpec], source: Sequence[str]) -> list[str]:

@@ -98,13 +98,15 @@ def _extra_passes(
     table: pa.Table,
     runners: list[tuple[str, Callable[..., pl.DataFrame]]],
     scorer: DocumentScorer,
-    texts: list,
+    documents: list[EncodedDocument],
     base_loss: pl.Series,
 ) -> pa.Table:
-    """``table`` with each runner's columns and its seconds, in order."""
+    """``table`` with each runner's columns and its seconds, in order. ``documents`` are
+    encoded by ``scorer``'s tokenizer."""
     for key, run in runners:
         started = time.perf_counter()
-        table = _with_seconds(_with_columns(table, run(scorer, texts, base_loss)), key, started)
+        columns = run(scorer, documents, base_loss)
+        table = _with_seconds(_with_columns(table, columns), key, started)
     return table
 
 
@@ -162,7 +164,7 @@ class ScoreStage:
             arrays[name] = pa.array(columns[name], arrow_type(name))
         table = _with_seconds(pa.table(arrays), MAIN_PASS, started)
         base_loss = pl.Series(columns[LOSS], dtype=pl.Float64)
-        table = _extra_passes(table, self.runners, self.scorer, texts, base_loss)
+        table = _extra_passes(table, self.runners, self.scorer, documents, base_loss)
         return table.append_column(TEXT, batch[TEXT]) if self.keep_text else table
 
 
@@ -172,7 +174,8 @@ class PassStage:
     row's target ``loss``) or a target replica of GradNorm's (its backward passes need
     memory the scoring actors keep for batches). It drops the text unless ``keep_text``.
 
-    The tokenizer runs here, not in a CPU stage: its ids are only this actor's.
+    The tokenizer runs here, not in a CPU stage: its ids are only this actor's (the
+    reference model has its own tokenizer; the scoring stage drops the target's ids).
     """
 
     def __init__(
@@ -195,7 +198,7 @@ class PassStage:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         base_loss = pl.Series(batch[LOSS].to_pylist(), dtype=pl.Float64)
-        texts = batch[TEXT].to_pylist()
-        table = _extra_passes(batch.drop_columns([TEXT]), self.runners, self.scorer, texts,
+        documents = self.scorer.encode(batch[TEXT].to_pylist())
+        table = _extra_passes(batch.drop_columns([TEXT]), self.runners, self.scorer, documents,
                               base_loss)  # fmt: skip
         return table.append_column(TEXT, batch[TEXT]) if self.keep_text else table

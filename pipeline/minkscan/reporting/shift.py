@@ -66,10 +66,18 @@ def shift_check(
     if not calibration.nonmember_texts:
         return ShiftCheck(warn_above, note="the calibration holds no non-member texts "
                           "(calibrate on scores that keep the text)")  # fmt: skip
-    results = {}
-    for group in groups:
-        texts = (rows.filter(pl.col(GROUP_KEY) == group).select(TEXT).head(READ_TEXTS).collect())[
-            TEXT
-        ].to_list()
-        results[group] = blind_auroc(texts, calibration.nonmember_texts)
+    # One pass over the scores: the first READ_TEXTS texts of every group.
+    sampled = (
+        rows.select(GROUP_KEY, TEXT)
+        .group_by(GROUP_KEY, maintain_order=True)
+        .head(READ_TEXTS)
+        .collect()
+    )
+    texts = {
+        key: frame[TEXT].to_list()
+        for (key,), frame in sampled.partition_by(GROUP_KEY, as_dict=True).items()
+    }
+    results = {
+        group: blind_auroc(texts.get(group, []), calibration.nonmember_texts) for group in groups
+    }
     return ShiftCheck(warn_above, results)
