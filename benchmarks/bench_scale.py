@@ -94,6 +94,9 @@ def run(command: list[str], kill_at: int | None = None, output: Path | None = No
 
 
 def scored(stdout: str) -> int:
+    """Documents a run scored: 0 for a complete output's "nothing to do", -1 if unreadable."""
+    if stdout.startswith("nothing to do"):
+        return 0
     match = re.search(r"scored (\d+) documents", stdout)
     return int(match.group(1)) if match else -1
 
