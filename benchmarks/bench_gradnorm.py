@@ -17,7 +17,7 @@ import argparse
 
 import polars as pl
 import torch
-from timing import WIKIMIA64, best_of
+from timing import WIKIMIA64, against_plain, best_of, plain_line
 
 
 def main() -> None:
@@ -46,9 +46,8 @@ def main() -> None:
     threads = torch.get_num_threads()
     print(f"{args.model} float32, {len(documents)} documents ({tokens} scored tokens), "
           f"torch threads {threads}")  # fmt: skip
-    print(f"plain scoring pass (every single-pass method): {plain:.2f} s")
-    print(f"GradNorm pass (forward + backward per doc):    {gradient:.2f} s  "
-          f"({gradient / plain:.2f}x the plain pass)")  # fmt: skip
+    print(plain_line(plain))
+    print(against_plain("GradNorm pass (forward + backward per doc)", gradient, plain))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import argparse
 
 import polars as pl
 import torch
-from timing import WIKIMIA64, best_of
+from timing import WIKIMIA64, against_plain, best_of, plain_line
 
 
 def main() -> None:
@@ -59,11 +59,9 @@ def main() -> None:
     threads = torch.get_num_threads()
     print(f"{args.model}, {len(documents)} documents ({tokens} scored tokens), prefix of "
           f"{args.shots} texts ({cache.length} tokens), torch threads {threads}")  # fmt: skip
-    print(f"plain scoring pass (every single-pass method): {plain:.2f} s")
-    print(f"ReCaLL pass, prefix KV-cached:                 {recall:.2f} s  "
-          f"({recall / plain:.2f}x the plain pass; target <= 1.3x)")  # fmt: skip
-    print(f"ReCaLL naive (prefix re-run per document):     {naive_s:.2f} s  "
-          f"({naive_s / plain:.2f}x)")  # fmt: skip
+    print(plain_line(plain))
+    print(against_plain("ReCaLL pass, prefix KV-cached", recall, plain, "; target <= 1.3x"))
+    print(against_plain("ReCaLL naive (prefix re-run per document)", naive_s, plain))
 
 
 if __name__ == "__main__":

@@ -19,3 +19,13 @@ def best_of(repeats: int, run: Callable[[], object]) -> float:
         run()
         times.append(time.perf_counter() - start)
     return min(times)
+
+
+def plain_line(seconds: float) -> str:
+    """The reference row of a comparison: the plain scoring pass."""
+    return f"{'plain scoring pass (every single-pass method):':47} {seconds:.2f} s"
+
+
+def against_plain(label: str, seconds: float, plain: float, note: str = "") -> str:
+    """A row of a comparison: ``label``'s seconds and their multiple of the plain pass."""
+    return f"{label + ':':47} {seconds:.2f} s  ({seconds / plain:.2f}x the plain pass{note})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 
 import polars as pl
 import pyarrow as pa
@@ -13,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import score, scores
 from minkscan.distributed.ids import DRIVER_BYTES, DRIVER_FILES, on_driver
-from minkscan.io.inputs import InputFile, Piece
+from minkscan.io.inputs import InputFile, Piece, ShardError
 from minkscan.io.scores import ScoreOutput
 
 pytestmark = pytest.mark.usefixtures("local_ray")
@@ -212,3 +213,12 @@ def test_a_rerun_over_a_complete_output_reads_no_input_row(tiny_llama_dir, tmp_p
 
     out = capsys.readouterr().out
     assert "nothing to do: all 2 documents already scored" in out
+
+
+def test_a_shard_error_is_one_line_whatever_the_reader_said():
+    """pyarrow's messages can span lines ("...don't know what type: \\nDeserializing page
+    header failed."); the CLI's error, the summary and the bad-shard record show one line
+    with all of it, also after the error crosses a Ray worker (pickled)."""
+    error = ShardError("cannot read input shard x.parquet: bad type: \nDeserializing failed.\n")
+    expected = "cannot read input shard x.parquet: bad type: Deserializing failed."
+    assert str(error) == expected and str(pickle.loads(pickle.dumps(error))) == expected

@@ -37,7 +37,12 @@ DESCRIPTOR = "piece"
 
 
 class ShardError(RunFailed):
-    """An input shard cannot be read; the message names its path."""
+    """An input shard cannot be read; the message names its path. The reader's own text
+    (pyarrow's can span lines) is joined into one line, as the CLI, the summary and the
+    bad-shard records show it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))
 
 
 class InputError(UserError, ValueError):
