@@ -8,7 +8,6 @@ import torch
 
 pytest.importorskip("triton", reason="triton not installed (pip install -e '.[test]')")
 
-import time  # noqa: E402
 
 import minkscan.models.forward as forward  # noqa: E402
 import minkscan.models.probes as probes  # noqa: E402
@@ -154,11 +153,21 @@ def test_triton_head_requested_without_cuda_is_a_clear_error():
         choose_head_path(model, "triton", probe_batch(), tiles_for)
 
 
-def slowed(function, seconds: float = 0.2):
-    """``function`` taking ``seconds`` longer per call."""
+class Clock:
+    """A clock the tests move: the head probes time their paths with it, never the wall."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def slowed(function, clock: Clock, seconds: float = 0.2):
+    """``function`` taking ``seconds`` longer per call on ``clock``."""
 
     def slow(*args, **kwargs):
-        time.sleep(seconds)
+        clock.now += seconds
         return function(*args, **kwargs)
 
     return slow
@@ -176,12 +185,13 @@ HEAD_FUNCTIONS = {
 @pytest.mark.parametrize("fastest", list(HEAD_FUNCTIONS))
 def test_auto_head_keeps_the_fastest_fused_path_that_matches_the_logits(kind, fastest, monkeypatch):
     monkeypatch.setattr(probes, "triton_usable", lambda device: True)
+    clock = Clock()
     for kernel, name in HEAD_FUNCTIONS.items():
         if kernel != fastest:
-            monkeypatch.setattr(forward, name, slowed(getattr(forward, name)))
+            monkeypatch.setattr(forward, name, slowed(getattr(forward, name), clock))
     model = build_tiny_model(kind).model
     batch = probe_batch()
-    head = choose_head_path(model, "auto", batch, tiles_for)
+    head = choose_head_path(model, "auto", batch, tiles_for, timer=clock)
     assert head is not None and head.kernel == fastest
     kernel = batch_token_stats(model, batch, head=head, tiles=TILES)
     logits = batch_token_stats(model, batch, head=None, tiles=TILES)
@@ -203,10 +213,11 @@ def off_by_one(function):
 def test_auto_head_warns_and_drops_a_fused_path_that_disagrees_with_the_logits(monkeypatch):
     monkeypatch.setattr(probes, "triton_usable", lambda device: True)
     monkeypatch.setattr(forward, "token_stats_triton", off_by_one(token_stats_triton))
-    monkeypatch.setattr(forward, "token_stats_from_hidden", slowed(token_stats_from_hidden))
+    clock = Clock()
+    monkeypatch.setattr(forward, "token_stats_from_hidden", slowed(token_stats_from_hidden, clock))
     model = build_tiny_model("llama").model
     with pytest.warns(RuntimeWarning, match=r"Triton kernel\) disagrees .* falling back to cuBLAS"):
-        head = choose_head_path(model, "auto", probe_batch(), tiles_for)
+        head = choose_head_path(model, "auto", probe_batch(), tiles_for, timer=clock)
     assert head is not None and head.kernel == "chunked"
 
 

@@ -110,6 +110,12 @@ def scratch(tmp_path, monkeypatch, s3_env):
     sample.head(16).with_columns(pl.col("text").str.to_uppercase()).write_parquet(
         work / "fresh" / "fresh.parquet"
     )
+    # A benchmark of question/answer examples for the order test, and a held-out split.
+    sample.head(16).select(
+        pl.col("text").str.slice(0, 60).alias("question"),
+        pl.col("text").str.slice(60, 60).alias("answer"),
+    ).write_ndjson(work / "audit" / "benchmark.jsonl")
+    sample.slice(16, 8).write_parquet(work / "audit" / "heldout.parquet")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(work)
     return work

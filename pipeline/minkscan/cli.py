@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "minkscan.commands.benchmark",
     "minkscan.commands.calibrate",
     "minkscan.commands.report",
+    "minkscan.commands.order_test",
     "minkscan.commands.nightly",
     "minkscan.commands.frequencies",
 ]

@@ -63,6 +63,16 @@ TMP_DIR = "_tmp"  # files being written
 BAD_DIR = "_bad"  # shards that failed while being read
 NIGHTLY_MANIFEST = "_nightly_manifest.json"
 RUNS_DIR = "runs"  # a nightly scan's runs
+# What `minkscan order-test` writes in its output directory: the orderings it scores (one
+# row per shard and order), the settings they were built from, their score output, and the
+# result; and the order of an ordering row (0: published, 1..P: shuffles) with its shard.
+ORDERINGS = "orderings.parquet"
+ORDER_PLAN = "order_plan.json"
+ORDER_SCORES = "scores"
+ORDER_RESULT = "order_test.json"
+SHARD, ORDER = "shard", "order"
+# What `minkscan report` writes beside report.{html,md,json}: the FDR-selected documents.
+SELECTED = "selected.csv"
 OUTPUT_NAMES = frozenset({MARKER, MANIFEST, LEASE, TMP_DIR, BAD_DIR, NIGHTLY_MANIFEST, RUNS_DIR})
 _PART = re.compile(
     r"part-(?P<key>[0-9a-f]{16})-(?P<start>\d+)-(?P<end>\d+)-(?P<first>\d+)-(?P<rows>\d+)\.parquet"

@@ -23,9 +23,12 @@ from minkscan.methods import DEFAULT_PRIMARY, score_columns
 from minkscan.schema import N_TOKENS, TEXT
 from minkscan.statistics import auroc, clopper_pearson
 
-# Non-member scores (with their token counts) kept in the calibration file for plots and the
-# report's length check.
-HISTOGRAM_SAMPLE = 2000
+# Non-member scores (with their token counts) kept in the calibration file: all of them up to
+# this many, else a uniform random sample of this many. Reports draw them, check lengths
+# against them and give each audited document its conformal p-value against them (a random
+# sample stays exchangeable with the non-members, so the p-values stay valid, with
+# resolution 1 / (sample + 1); `minkscan.calibration.conformal`).
+NONMEMBER_SAMPLE = 10_000
 # Non-member (and member) texts kept when the score files hold the text: for the report's
 # blind baseline (`minkscan.evaluation.blind`) and as ReCaLL / Con-ReCall prefixes, each cut
 # to `BLIND_TEXT_CHARS` characters.
@@ -111,7 +114,7 @@ def _method_calibration(
     low, high = np.quantile(
         np.quantile(resampled, 1 - target_fpr, axis=1, method="higher"), [alpha, 1 - alpha]
     )
-    sample_size = min(HISTOGRAM_SAMPLE, nonmember.size)
+    sample_size = min(NONMEMBER_SAMPLE, nonmember.size)
     picked = rng.choice(nonmember.size, sample_size, replace=False)
     extra: dict[str, float | int | list[int]] = {}
     if lengths is not None:

@@ -29,7 +29,7 @@ from minkscan.io.paths import filesystem_for, fs_path, join, write_text
 from minkscan.io.scores import ScoreOutput
 from minkscan.reporting.render import json_summary, write_report
 from minkscan.reporting.summary import Report, build_report
-from minkscan.schema import GROUP, NIGHTLY_MANIFEST, RUNS_DIR, SOURCE
+from minkscan.schema import GROUP, NIGHTLY_MANIFEST, RUNS_DIR, SHARD, SOURCE
 
 MANIFEST_NAME = NIGHTLY_MANIFEST
 READ_BLOCK = 1 << 22
@@ -145,13 +145,13 @@ def nightly_scan(
     run_tables = {run: pl.from_arrow(ScoreOutput(fs, f"{root}/{RUNS_DIR}/{run}").read())
                   for run in set(runs.values())}  # fmt: skip
     frames = [
-        run_tables[runs[relpath]].filter(pl.col(SOURCE) == relpath).rename({SOURCE: "shard"})
+        run_tables[runs[relpath]].filter(pl.col(SOURCE) == relpath).rename({SOURCE: SHARD})
         for relpath in sorted(current)
     ]
     report = build_report(
         pl.concat(frames, how="diagonal_relaxed").lazy(),
         calibration,
-        group_column="shard",
+        group_column=SHARD,
         model=config.model.name,
         inputs=list(data.input),
     )

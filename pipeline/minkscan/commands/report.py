@@ -4,10 +4,17 @@ thresholds; the verdict and any warning are also printed."""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from minkscan.errors import UserError
 from minkscan.evaluation.blind import BLIND_AUROC_WARN
+
+# Also `minkscan.reporting.audits.DEFAULT_FDR` and
+# `minkscan.evaluation.dataset_inference.DEFAULT_SPLITS`; spelled here so --help imports
+# neither (tests/test_report_audits.py checks they agree).
+DEFAULT_FDR = 0.05
+DEFAULT_SPLITS = 10
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,6 +53,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "calibration non-members with an AUROC whose lower end exceeds this (a negative "
         f"value turns the check off; default: {BLIND_AUROC_WARN})",
     )
+    parser.add_argument(
+        "--fdr",
+        type=float,
+        default=DEFAULT_FDR,
+        help="select documents by Benjamini-Hochberg over conformal p-values at this false "
+        f"discovery rate, listed in selected.csv (default: {DEFAULT_FDR})",
+    )
+    parser.add_argument(
+        "--heldout",
+        help="scores of an i.i.d. held-out split of the audited data (same model and "
+        "settings): dataset inference against it (default: none)",
+    )
+    parser.add_argument(
+        "--heldout-splits",
+        type=int,
+        default=DEFAULT_SPLITS,
+        help=f"seeded splits of dataset inference (default: {DEFAULT_SPLITS})",
+    )
+    parser.add_argument(
+        "--order-test", help="order_test.json of `minkscan order-test`, shown in the report"
+    )
     parser.set_defaults(func=run)
 
 
@@ -58,7 +86,13 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 < args.alpha < 1:
         raise UserError(f"--alpha must be in (0, 1), got {args.alpha}")
+    if not 0 < args.fdr < 1:
+        raise UserError(f"--fdr must be in (0, 1), got {args.fdr}")
+    if args.heldout_splits < 1:
+        raise UserError(f"--heldout-splits must be at least 1, got {args.heldout_splits}")
+    order_test = _order_test(args.order_test) if args.order_test else None
     data = read_scores(args.input)
+    heldout = _heldout(args.heldout, data) if args.heldout else None
     try:
         report = build_report(
             pl.from_arrow(data.table).lazy(),
@@ -70,13 +104,18 @@ def run(args: argparse.Namespace) -> int:
             model=data.model,
             inputs=data.inputs or [args.input],
             blind_auroc_warn=None if args.blind_auroc_warn < 0 else args.blind_auroc_warn,
+            fdr=args.fdr,
+            heldout=heldout,
+            heldout_name=args.heldout or "",
+            heldout_splits=args.heldout_splits,
+            order_test=order_test,
         )
     except ValueError as error:
         raise UserError(str(error)) from None
     print(report.headline())
     for row in report.primary:
         print(f"  {report.sentence(row)}")
-    for line in report.blind_lines():
+    for line in report.blind_lines() + report.audit_lines():
         print(f"  {line}")
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -94,3 +133,47 @@ def run(args: argparse.Namespace) -> int:
         if exceeding:
             return 1
     return 0
+
+
+def _order_test(path: str) -> dict:
+    """An order_test.json, or a one-line refusal."""
+    import json
+
+    from minkscan.io.paths import read_text
+
+    try:
+        result = json.loads(read_text(path))
+    except FileNotFoundError:
+        raise UserError(f"--order-test: no file at {path} (write one with "
+                        "`minkscan order-test`)") from None  # fmt: skip
+    except ValueError as error:
+        raise UserError(f"--order-test: {path} is not JSON: {error}") from None
+    if not isinstance(result, dict) or not isinstance(result.get("verdict"), list):
+        raise UserError(f"--order-test: {path} is not an order_test.json of "
+                        "`minkscan order-test`")  # fmt: skip
+    return result
+
+
+def _heldout(path: str, audited):
+    """The held-out scores as a frame, refused in one line when they were scored with
+    another model or other score-changing settings than the audited ones."""
+    import polars as pl
+
+    from minkscan.io.record import scoring_differences
+    from minkscan.io.scores import read_scores
+
+    heldout = read_scores(path)
+    if heldout.identity is not None and audited.identity is not None:
+        changed = scoring_differences(audited.identity, heldout.identity)
+        if changed:
+            raise UserError(
+                f"--heldout {path} was scored with other settings than the audited scores "
+                f"({'; '.join(changed[:3])}): score both with the same model and settings"
+            )
+    elif heldout.identity is None or audited.identity is None:
+        logging.getLogger(__name__).warning(
+            "cannot check that --heldout %s was scored like the audited scores (a plain "
+            "score file has no run record); dataset inference assumes it was",
+            path,
+        )
+    return pl.from_arrow(heldout.table)

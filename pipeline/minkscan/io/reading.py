@@ -18,7 +18,7 @@ import pyarrow.fs as pafs
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from minkscan.io.inputs import Piece, ShardError
+from minkscan.io.inputs import InputFile, Piece, ShardError
 from minkscan.schema import (
     BAD_ENCODING,
     CSV,
@@ -65,6 +65,20 @@ def read_table(
     else:
         table = pa.ipc.open_stream(io.BytesIO(raw)).read_all()
     return table.select([c for c in columns if c in table.column_names])
+
+
+def read_file(fs: pafs.FileSystem, file: InputFile, columns: list[str]) -> pa.Table:
+    """Every row of one input file, in file order, with those of ``columns`` it has
+    (ShardError naming the file when it cannot be read)."""
+    try:
+        if file.format == PARQUET:
+            with fs.open_input_file(file.path) as handle:
+                parquet = pq.ParquetFile(handle)
+                present = [c for c in columns if c in parquet.schema_arrow.names]
+                return parquet.read(columns=present)
+        return read_table(fs, Piece(file, 0, None), columns)
+    except (OSError, ValueError, pa.ArrowException) as error:
+        raise ShardError(f"cannot read input {file.path}: {error}") from error
 
 
 def _read_jsonl(raw: bytes, columns: list[str], text_column: str | None) -> pa.Table:

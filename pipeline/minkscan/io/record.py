@@ -35,3 +35,19 @@ def differences(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
         for key in sorted(set(old) | set(new))
         if old.get(key) != new.get(key)
     ]
+
+
+# The parts of a run's identity that decide what a score means (the data settings -- which
+# columns, which format -- may differ between two sets scored alike), less the settings that
+# only add columns beside the same scores.
+SCORING_IDENTITY = ("model", "reference_model", "scoring", "baselines")
+COLUMNS_ONLY = frozenset({"scoring.token_scores"})
+
+
+def scoring_differences(one: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """How two runs' identities differ in what decides a score (`SCORING_IDENTITY`)."""
+    old = {k: v for k, v in _flat({key: one.get(key) for key in SCORING_IDENTITY}).items()
+           if k not in COLUMNS_ONLY}  # fmt: skip
+    new = {k: v for k, v in _flat({key: other.get(key) for key in SCORING_IDENTITY}).items()
+           if k not in COLUMNS_ONLY}  # fmt: skip
+    return differences(old, new)

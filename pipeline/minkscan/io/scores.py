@@ -311,6 +311,7 @@ class ScoreData:
     table: pa.Table
     model: str | None
     inputs: list[str]
+    identity: dict[str, Any] | None = None  # the run record's (None: a plain score file)
 
 
 def read_scores(path: str, s3: S3Config | None = None) -> ScoreData:
@@ -327,7 +328,8 @@ def read_scores(path: str, s3: S3Config | None = None) -> ScoreData:
     output = ScoreOutput(fs, where)
     table = output.read()
     manifest = output.read_json(MANIFEST) if _exists(fs, f"{where}/{MANIFEST}") else {}
-    return ScoreData(table, manifest.get("model"), list(manifest.get("inputs", [])))
+    identity = output.read_json(MARKER).get("identity") if output.exists() else None
+    return ScoreData(table, manifest.get("model"), list(manifest.get("inputs", [])), identity)
 
 
 def _exists(fs: pafs.FileSystem, path: str) -> bool:

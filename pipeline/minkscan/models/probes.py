@@ -47,15 +47,20 @@ TilesFor = Callable[[str], Tiles]
 
 
 def choose_head_path(
-    model: PreTrainedModel, requested: str, probe_batch: TokenBatch, tiles_for: TilesFor
+    model: PreTrainedModel,
+    requested: str,
+    probe_batch: TokenBatch,
+    tiles_for: TilesFor,
+    timer: Callable[[], float] = time.perf_counter,
 ) -> LinearHead | None:
     """Return the LinearHead to use for the fused path, or None for the logits path.
 
     'auto' considers every fused reduction the device runs (on CUDA with triton: the Triton
     kernel, cuBLAS chunks with a Triton row pass, the torch tiles; elsewhere the torch
     tiles), keeps those that match the logits path on ``probe_batch`` and, of several, the
-    one that reduces a batch of rows fastest. 'fused', 'chunked' and 'triton' insist on
-    theirs; 'logits' never uses one. ``tiles_for(kernel)`` gives each path its tiles.
+    one that reduces a batch of rows fastest (as ``timer`` measures: tests drive a clock of
+    their own). 'fused', 'chunked' and 'triton' insist on theirs; 'logits' never uses one.
+    ``tiles_for(kernel)`` gives each path its tiles.
     """
     if requested == "logits":
         return None
@@ -86,11 +91,13 @@ def choose_head_path(
         ):
             agreeing.append(candidate)
     if len(agreeing) > 1:
-        return faster_head(agreeing, tiles_for)
+        return faster_head(agreeing, tiles_for, timer)
     return agreeing[0] if agreeing else None
 
 
-def faster_head(heads: Sequence[LinearHead], tiles_for: TilesFor) -> LinearHead:
+def faster_head(
+    heads: Sequence[LinearHead], tiles_for: TilesFor, timer: Callable[[], float] = time.perf_counter
+) -> LinearHead:
     """The head whose reduction of a batch of random hidden rows takes the least time
     (median of `TIMED_RUNS` after a warm-up): no one path is fastest on every GPU,
     vocabulary and width."""
@@ -101,7 +108,7 @@ def faster_head(heads: Sequence[LinearHead], tiles_for: TilesFor) -> LinearHead:
         n_rows, weight.shape[1], generator=generator, device=weight.device, dtype=weight.dtype
     )
     targets = torch.randint(weight.shape[0], (n_rows,), generator=generator, device=weight.device)
-    seconds = [_seconds(head, rows, targets, tiles_for(head.kernel)) for head in heads]
+    seconds = [_seconds(head, rows, targets, tiles_for(head.kernel), timer) for head in heads]
     logger.info(
         "fused head reduction of %d rows: %s",
         n_rows,
@@ -110,16 +117,22 @@ def faster_head(heads: Sequence[LinearHead], tiles_for: TilesFor) -> LinearHead:
     return heads[seconds.index(min(seconds))]
 
 
-def _seconds(head: LinearHead, rows: torch.Tensor, targets: torch.Tensor, tiles: Tiles) -> float:
-    """Median wall seconds of one reduction of ``rows`` under ``head``."""
+def _seconds(
+    head: LinearHead,
+    rows: torch.Tensor,
+    targets: torch.Tensor,
+    tiles: Tiles,
+    timer: Callable[[], float],
+) -> float:
+    """Median seconds (by ``timer``) of one reduction of ``rows`` under ``head``."""
     runs = []
     for run in range(TIMED_RUNS + 1):
-        start = time.perf_counter()
+        start = timer()
         head_token_stats(head, rows, targets, tiles)
         if rows.device.type == "cuda":
             torch.cuda.synchronize(rows.device)
         if run:
-            runs.append(time.perf_counter() - start)
+            runs.append(timer() - start)
     return statistics.median(runs)
 
 

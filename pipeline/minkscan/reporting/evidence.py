@@ -48,6 +48,8 @@ class Evidence:
     cut_after: bool = False
     lowest_tokens: list[str] = field(default_factory=list)
     note: str = ""
+    p_value: float | None = None  # conformal, against the calibration non-members
+    selected: bool | None = None  # by the report's FDR selection
 
 
 def k_percent(method: str) -> int:

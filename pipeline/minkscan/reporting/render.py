@@ -22,7 +22,7 @@ from minkscan.io.paths import join, write_text
 from minkscan.reporting import plots
 from minkscan.reporting.groups import format_p, p_phrase
 from minkscan.reporting.summary import AT_LEAST_NOTE, Report
-from minkscan.schema import GROUP, ID
+from minkscan.schema import GROUP, ID, SELECTED
 
 _ENVIRONMENT = jinja2.Environment(
     loader=jinja2.PackageLoader("minkscan.reporting", "templates"),
@@ -92,6 +92,15 @@ def _length_section(report: Report) -> list[str]:
     )
 
 
+def _audit_section(report: Report) -> list[str]:
+    """The audits beyond the flagged fraction (FDR flags, dataset inference, order test)."""
+    lines = report.audit_lines()
+    if not lines:
+        return []
+    return ["", "## Audits with a stated guarantee", "",
+            *[f"- {markdown_cell(line)}" for line in lines]]  # fmt: skip
+
+
 def markdown_summary(report: Report) -> str:
     """Verdict, warnings, primary table, evidence ids and the exploratory table."""
     cal = report.calibration.methods[report.primary_method]
@@ -102,6 +111,7 @@ def markdown_summary(report: Report) -> str:
         "",
         *[f"- {markdown_cell(report.sentence(row))}" for row in report.primary],
         *[f"- {markdown_cell(line)}" for line in report.blind_lines()],
+        *_audit_section(report),
         "",
         *[f"> Warning: {markdown_cell(w)}" for w in report.warnings],
         "",
@@ -134,19 +144,23 @@ def markdown_summary(report: Report) -> str:
         digits = distinct_digits([d.score for d in report.top_documents], cal.threshold)
         lines += ["", "## Most member-like documents", "",
                   f"Flagged when score > {cal.threshold:.{digits}g}.", ""]  # fmt: skip
+        fdr = report.fdr is not None
         lines += _markdown_table(
-            [ID, GROUP, "score", "flagged", "lowest-z words"],
+            [ID, GROUP, "score", "flagged",
+             *(["p (conformal)", f"selected (FDR {report.fdr.q:g})"] if fdr else []),
+             "lowest-z words"],
             [
                 [
                     d.id,
                     d.group,
                     f"{d.score:.{digits}g}",
                     "yes" if is_flagged(d.score, cal.threshold) else "no",
+                    *([format_p(d.p_value), "yes" if d.selected else "no"] if fdr else []),
                     " · ".join(d.lowest_tokens[:12]),
                 ]
                 for d in report.top_documents
-            ],  # fmt: skip
-        )
+            ],
+        )  # fmt: skip
     if report.exploratory:
         lines += ["", "## Exploratory (other methods; p Holm-adjusted across all)", ""]
         lines += _markdown_table(
@@ -213,15 +227,37 @@ def json_summary(report: Report) -> dict:
             None if report.shift is None else asdict(report.shift) | {"lines": report.blind_lines()}
         ),  # fmt: skip
         "top_ids": [doc.id for doc in report.top_documents],
-    }
+        "evidence": [
+            {ID: doc.id, GROUP: doc.group, "score": doc.score, "p_value": doc.p_value,
+             "selected": doc.selected} for doc in report.top_documents
+        ],
+        "fdr": None if report.fdr is None else {
+            "q": report.fdr.q, "method": report.fdr.method,
+            "calibration_nonmembers": report.fdr.n_calibration, "p_cutoff": report.fdr.cutoff,
+            "groups": {group: {"selected": chosen, "scored": scored}
+                       for group, (chosen, scored) in report.fdr.groups.items()},
+            "selected_file": SELECTED, "lines": report.fdr_lines(),
+        },
+        "dataset_inference": {
+            "results": [asdict(result) | {"median_p": result.median_p,
+                                          "significant": result.significant(report.alpha),
+                                          "verdict": result.sentence(report.alpha)}
+                        for result in report.inference],
+            "note": report.inference_note,
+        },
+        "order_test": report.order_test,
+    }  # fmt: skip
 
 
 def write_report(report: Report, output_dir: str | Path) -> list[str]:
-    """Write report.html, report.md and report.json into ``output_dir`` (a local directory
-    or an ``s3://`` prefix); returns their paths."""
+    """Write report.html, report.md, report.json and, with an FDR selection, the selected
+    documents (`SELECTED`) into ``output_dir`` (a local directory or an ``s3://`` prefix);
+    returns their paths."""
     pages = {
         "report.html": html_page(report),
         "report.md": markdown_summary(report),
         "report.json": json.dumps(json_summary(report), indent=2),
     }
+    if report.fdr is not None:
+        pages[SELECTED] = report.fdr.csv()
     return [write_text(join(str(output_dir), name), text) for name, text in pages.items()]

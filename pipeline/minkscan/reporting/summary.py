@@ -9,7 +9,7 @@ that "found" contamination is not mistaken for evidence.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
@@ -19,7 +19,9 @@ from minkscan.calibration.threshold import (
     sample_size_warning,
 )
 from minkscan.evaluation.blind import BLIND_AUROC_WARN
+from minkscan.evaluation.dataset_inference import DEFAULT_SPLITS, DatasetInference
 from minkscan.methods import score_columns
+from minkscan.reporting.audits import DEFAULT_FDR, FdrSelection, fdr_selection, heldout_inference
 from minkscan.reporting.evidence import Evidence, top_evidence
 from minkscan.reporting.groups import GroupResult, group_results, p_phrase, percent
 from minkscan.reporting.lengths import LengthCheck, length_check
@@ -52,6 +54,10 @@ class Report:
     lengths: LengthCheck | None
     warnings: list[str] = field(default_factory=list)
     shift: ShiftCheck | None = None  # the blind baseline per group
+    fdr: FdrSelection | None = None  # documents selected at a controlled FDR
+    inference: list[DatasetInference] = field(default_factory=list)  # against --heldout
+    inference_note: str | None = None  # why dataset inference did not run for some group
+    order_test: dict | None = None  # `minkscan order-test`'s order_test.json
 
     @property
     def results(self) -> list[GroupResult]:
@@ -118,6 +124,26 @@ class Report:
         lines = [self.shift.line(row.group) for row in self.primary]
         return [line + "." for line in lines if line is not None]
 
+    def fdr_lines(self) -> list[str]:
+        """Per group, how many documents the FDR selection holds (with the blind caution)."""
+        if self.fdr is None:
+            return []
+        return [self.fdr.sentence(row.group) + self.shift_caution(row) for row in self.primary]
+
+    def inference_lines(self) -> list[str]:
+        """Dataset inference per group, and why it did not run where it did not."""
+        lines = [result.sentence(self.alpha) for result in self.inference]
+        return lines + ([f"Dataset inference: {self.inference_note}."]
+                        if self.inference_note else [])  # fmt: skip
+
+    def order_lines(self) -> list[str]:
+        """The order test's verdict, as `minkscan order-test` wrote it."""
+        return list(self.order_test["verdict"]) if self.order_test else []
+
+    def audit_lines(self) -> list[str]:
+        """Every audit beyond the flagged fraction, as the terminal prints them."""
+        return self.fdr_lines() + self.inference_lines() + self.order_lines()
+
     def _length_caveat(self, row: GroupResult) -> str:
         """A caution when lengths differ and the length-matched chance rate explains the group."""
         if self.lengths is None or not self.lengths.differs:
@@ -146,6 +172,11 @@ def build_report(
     inputs: list[str] | None = None,
     sample_rows: int = 5000,
     blind_auroc_warn: float | None = BLIND_AUROC_WARN,
+    fdr: float | None = DEFAULT_FDR,
+    heldout: pl.DataFrame | None = None,
+    heldout_name: str = "held-out set",
+    heldout_splits: int = DEFAULT_SPLITS,
+    order_test: dict | None = None,
 ) -> Report:
     """Verdict, per-group statistics, evidence documents and warnings for one scored dataset.
 
@@ -180,6 +211,19 @@ def build_report(
         None if blind_auroc_warn is None
         else shift_check(rows, [row.group for row in results], calibration, blind_auroc_warn)
     )  # fmt: skip
+    selection = None if fdr is None else fdr_selection(rows, primary, calibration, fdr)
+    inference, note = (
+        ([], None) if heldout is None
+        else heldout_inference(rows, heldout, [r.group for r in results], group_column,
+                               heldout_name=heldout_name, splits=heldout_splits)
+    )  # fmt: skip
+    evidence = top_evidence(rows, primary, names, top_n)
+    if selection is not None:
+        evidence = [
+            replace(doc, p_value=selection.p_value(doc.score),
+                    selected=selection.is_selected(doc.score))
+            for doc in evidence
+        ]  # fmt: skip
     return Report(
         model=model,
         inputs=inputs or [],
@@ -188,12 +232,16 @@ def build_report(
         calibration=calibration,
         primary=results,
         exploratory=group_results(rows, others, calibration) if others else [],
-        top_documents=top_evidence(rows, primary, names, top_n),
+        top_documents=evidence,
         audited_sample=_sample(rows, primary, sample_rows),
         roc=roc,
         lengths=lengths,
         warnings=warnings,
         shift=shift,
+        fdr=selection,
+        inference=inference,
+        inference_note=note,
+        order_test=order_test,
     )
 
 

@@ -1,0 +1,143 @@
+"""The report's audits that a flagged fraction cannot give: documents selected at a
+controlled false discovery rate, and dataset inference against an i.i.d. held-out set.
+
+FDR: every audited document's primary score gets a conformal p-value against the
+calibration non-members (`minkscan.calibration.conformal`); Benjamini-Hochberg selects at
+level q over all audited documents at once, so the one list of selected ids (``selected.csv``)
+holds at most a share q of non-members in expectation, and each group's count is read from it.
+
+Dataset inference (`minkscan.evaluation.dataset_inference`): each group's documents
+against the held-out scores (the held-out rows of the same group when they carry the group
+column, else all of them), every score column the two share as a feature.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from minkscan.calibration import Calibration
+from minkscan.calibration.conformal import benjamini_hochberg, conformal_p_values
+from minkscan.evaluation.dataset_inference import (
+    MIN_PER_SIDE,
+    DatasetInference,
+    dataset_inference,
+)
+from minkscan.methods import score_columns
+from minkscan.schema import GROUP, GROUP_KEY, ID
+
+DEFAULT_FDR = 0.05
+EXCHANGEABLE = (
+    "valid if the calibration non-members are exchangeable with the group's non-members "
+    "(the same kind of text; the blind baseline tests that)"
+)
+
+
+@dataclass(frozen=True)
+class FdrSelection:
+    """Documents selected by Benjamini-Hochberg at ``q`` over conformal p-values against
+    ``n_calibration`` non-member scores: per group (selected, scored), the selected rows
+    (id, group, score, p-value, q-value), and the largest selected p-value."""
+
+    q: float
+    method: str
+    n_calibration: int
+    groups: dict[str, tuple[int, int]]
+    selected: pl.DataFrame
+    cutoff: float
+    nonmembers: np.ndarray = field(repr=False)
+
+    def p_value(self, score: float) -> float:
+        return float(conformal_p_values(np.array([score]), self.nonmembers)[0])
+
+    def is_selected(self, score: float) -> bool:
+        return self.cutoff > 0 and self.p_value(score) <= self.cutoff
+
+    def sentence(self, group: str) -> str:
+        chosen, scored = self.groups.get(group, (0, 0))
+        text = (
+            f"FDR flags: {chosen} of {scored} documents in group '{group}' selected at "
+            f"q = {self.q:g} (Benjamini-Hochberg over all audited documents' conformal "
+            f"p-values of {self.method} against {self.n_calibration} calibration non-members: "
+            f"at most {self.q:.0%} of the selected are expected to be non-members); "
+            f"{EXCHANGEABLE}."
+        )
+        floor = 1 / (self.n_calibration + 1)
+        total = sum(scored for _, scored in self.groups.values())
+        if chosen == 0 and floor > self.q:
+            text += (f" No document can be selected: with {self.n_calibration} non-members the "
+                     f"smallest p-value is {floor:.2g} > q; calibrate on more.")  # fmt: skip
+        elif chosen == 0 and floor * total > self.q:
+            text += (f" With {self.n_calibration} non-members the smallest p-value is "
+                     f"{floor:.2g}, so a selection needs several documents with it; more "
+                     f"non-members give finer p-values.")  # fmt: skip
+        return text
+
+    def csv(self) -> str:
+        return self.selected.write_csv()
+
+
+def fdr_selection(
+    rows: pl.LazyFrame, method: str, calibration: Calibration, q: float
+) -> FdrSelection:
+    """Select audited documents (``rows`` with `GROUP_KEY`) at FDR level ``q``."""
+    nonmembers = np.asarray(calibration.methods[method].nonmember_sample, dtype=np.float64)
+    scored = (
+        rows.filter(pl.col(method).is_not_null() & pl.col(method).is_finite())
+        .select(pl.col(ID).cast(pl.Utf8), pl.col(GROUP_KEY).alias(GROUP), pl.col(method))
+        .collect()
+    )
+    p_values = conformal_p_values(scored[method].to_numpy(), nonmembers)
+    selection = benjamini_hochberg(p_values, q)
+    frame = scored.with_columns(
+        pl.Series("p_value", p_values), pl.Series("q_value", selection.q_values),
+        pl.Series("selected", selection.selected),
+    )  # fmt: skip
+    counts = frame.group_by(GROUP).agg(pl.col("selected").sum(), pl.len()).sort(GROUP)
+    groups = {str(g): (int(s), int(n)) for g, s, n in counts.rows()}
+    chosen = frame.filter(pl.col("selected")).drop("selected").sort("p_value")
+    return FdrSelection(q, method, int(nonmembers.size), groups, chosen, selection.cutoff,
+                        nonmembers)  # fmt: skip
+
+
+def _features(frame: pl.DataFrame, columns: list[str]) -> np.ndarray:
+    return frame.select(pl.col(c).cast(pl.Float64) for c in columns).to_numpy()
+
+
+def heldout_inference(
+    rows: pl.LazyFrame,
+    heldout: pl.DataFrame,
+    groups: list[str],
+    group_column: str | None,
+    *,
+    heldout_name: str,
+    splits: int,
+) -> tuple[list[DatasetInference], str | None]:
+    """Dataset inference of every group against the held-out scores; a note instead of a
+    result where a group has too few documents with every shared score."""
+    names = rows.collect_schema().names()
+    shared = [c for c in score_columns(names) if c in heldout.columns]
+    if not shared:
+        return [], "the held-out scores share no score column with the audited ones"
+    finite = pl.all_horizontal(pl.col(c).cast(pl.Float64).is_finite() for c in shared)
+    audited = rows.filter(finite.fill_null(False)).select(GROUP_KEY, *shared).collect()
+    held = heldout.filter(finite.fill_null(False))
+    by_group = group_column is not None and group_column in held.columns
+    results, skipped = [], []
+    for group in groups:
+        mine = audited.filter(pl.col(GROUP_KEY) == group)
+        theirs = held.filter(pl.col(group_column).cast(pl.Utf8) == group) if by_group else held
+        if min(len(mine), len(theirs)) < MIN_PER_SIDE:
+            skipped.append(f"'{group}' ({len(mine)} audited, {len(theirs)} held out)")
+            continue
+        results.append(dataset_inference(
+            _features(mine, shared), _features(theirs, shared), shared, splits=splits,
+            group=group, heldout_name=heldout_name,
+        ))  # fmt: skip
+    note = None
+    if skipped:
+        note = (f"dataset inference needs at least {MIN_PER_SIDE} documents with every "
+                f"score on each side; not run for {', '.join(skipped)}")  # fmt: skip
+    return results, note
