@@ -43,19 +43,31 @@ def _log_likelihood(loaded, text: str) -> float:
 
 
 @pytest.mark.usefixtures("local_ray")
-def test_the_result_is_the_order_test_of_the_orderings_log_likelihoods_and_a_rerun_resumes(
-    benchmark_file, tiny_llama_dir, tmp_path, capsys
+def test_the_result_is_the_order_test_of_the_orderings_log_likelihoods_and_a_killed_run_resumes(
+    benchmark_file, tiny_llama_dir, tmp_path, s3_server, capsys
 ):
-    out = tmp_path / "order"
-    args = ["order-test", "--input", str(benchmark_file), "--template", TEMPLATE,
-            "--shards", "4", "--permutations", "3", "--seed", "5", "--output", str(out),
-            "--model", str(tiny_llama_dir)]  # fmt: skip
+    """On S3 (a Parquet benchmark in, the order test's output out), as a cluster runs it."""
+    endpoint, client = s3_server
+    pl.read_ndjson(benchmark_file).write_parquet(tmp_path / "bench.parquet")
+    client.upload_file(str(tmp_path / "bench.parquet"), "corpus", "bench/bench.parquet")
+    config = tmp_path / "s3.yaml"
+    config.write_text(
+        f"model: {{name: '{tiny_llama_dir}', device: cpu}}\n"
+        f"data:\n  s3: {{endpoint_url: '{endpoint}', region: us-east-1,"
+        " access_key_id: testing, secret_access_key: testing}\n"
+    )
+    args = ["order-test", "--config", str(config), "--input", "s3://corpus/bench/bench.parquet",
+            "--template", TEMPLATE, "--shards", "4", "--permutations", "3", "--seed", "5",
+            "--output", "s3://corpus/order"]  # fmt: skip
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "16 orderings: about 16 forward passes" in printed
     assert "scored 16 documents" in printed
     assert "silent about shuffled, reformatted or paraphrased copies" in printed
-    result = json.loads((out / "order_test.json").read_text())
+
+    def result() -> dict:
+        body = client.get_object(Bucket="corpus", Key="order/order_test.json")["Body"]
+        return json.loads(body.read())
 
     examples = [f"Q: {r['question']}\nA: {r['answer']}"
                 for r in pl.read_ndjson(benchmark_file).to_dicts()]  # fmt: skip
@@ -65,19 +77,23 @@ def test_the_result_is_the_order_test_of_the_orderings_log_likelihoods_and_a_rer
     for row in table:
         grid[row["shard"], row["order"]] = _log_likelihood(loaded, row["text"])
     expected = order_statistics(grid[:, 0], grid[:, 1:])
-    stats = result["statistics"]
+    stats = result()["statistics"]
     assert stats["published"] == pytest.approx(expected.published, rel=1e-4)
     assert stats["t_p_value"] == pytest.approx(expected.t_p_value, rel=1e-3, abs=1e-6)
     assert stats["permutation_p_value"] == pytest.approx(expected.permutation_p_value)
-    assert result["cost"]["forward_passes"] == 16 and result["examples"] == 24
+    assert result()["cost"]["forward_passes"] == 16 and result()["examples"] == 24
 
-    (out / "order_test.json").unlink()
-    assert main(args) == 0  # resumes: every shard is committed, nothing is scored again
-    again = capsys.readouterr().out
-    assert "scored" not in again
-    assert json.loads((out / "order_test.json").read_text())["statistics"] == stats
+    # Killed after three shards were committed: the re-run scores the fourth alone.
+    parts = sorted(o["Key"] for o in client.list_objects_v2(Bucket="corpus")["Contents"]
+                   if o["Key"].startswith("order/scores/part-"))  # fmt: skip
+    assert len(parts) == 4  # one piece and one commit per shard
+    client.delete_object(Bucket="corpus", Key=parts[0])
+    client.delete_object(Bucket="corpus", Key="order/order_test.json")
+    assert main(args) == 0
+    assert "scored 4 documents" in capsys.readouterr().out
+    assert result()["statistics"] == stats
 
-    changed = [*args[:-2], "--model", str(tiny_llama_dir)]
+    changed = list(args)
     changed[changed.index("--seed") + 1] = "6"
     assert main(changed) == 2
     assert "holds an order test with other settings" in capsys.readouterr().err

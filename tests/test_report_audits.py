@@ -89,6 +89,7 @@ def test_documents_are_selected_at_the_fdr_level_and_every_output_tells_the_same
         assert counts["selected"] == (selected["group"] == group).sum()
         assert counts["scored"] == 20
         assert f"FDR flags: {counts['selected']} of 20 documents in group '{group}'" in printed
+        assert any(line.startswith("Selected by Benjamini-Hochberg") for line in fdr["lines"])
     for doc in summary["evidence"]:
         assert doc["p_value"] == pytest.approx(float(conformal_p_values(
             np.array([doc["score"]]), nonmembers)[0]))  # fmt: skip
@@ -105,8 +106,12 @@ def test_documents_are_selected_at_the_fdr_level_and_every_output_tells_the_same
     page = (out / "report.html").read_text()
     for result in inference:
         assert result["verdict"] in printed
-    for line in [*fdr["lines"], *order["verdict"]]:
-        assert line in printed
+    for line in [
+        *fdr["lines"],
+        *order["verdict"][1:],
+        f"Order test of bench.jsonl: {order['verdict'][0]}",
+    ]:
+        assert line in printed and line in markdown.replace("\\", "")
         assert line.replace("'", "&#39;") in page
     assert "## Audits with a stated guarantee" in markdown
     assert "p (conformal)" in markdown and "p (conformal)" in page

@@ -65,8 +65,8 @@ class DatasetInference:
     def sentence(self, alpha: float) -> str:
         low, high = self.spread
         numbers = (
-            f"median p = {self.median_p:.2g} over {len(self.p_values)} seeded splits "
-            f"(middle half {low:.2g} to {high:.2g}); {self.n_suspect} audited against "
+            f"median p = {self.median_p:.2g} over {len(self.p_values)} seeded splits, "
+            f"middle half {low:.2g} to {high:.2g}; {self.n_suspect} audited against "
             f"{self.n_heldout} held-out documents ({self.heldout}), {len(self.features)} "
             f"score columns combined"
         )

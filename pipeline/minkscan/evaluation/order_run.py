@@ -35,7 +35,7 @@ from minkscan.evaluation.order_test import (
     shard_bounds,
     shuffled_orders,
 )
-from minkscan.io.inputs import InputError, discover
+from minkscan.io.inputs import InputError, InputFile, column_names, discover
 from minkscan.io.paths import filesystem_for, fs_path, join, write_text
 from minkscan.io.reading import read_file
 from minkscan.io.record import differences
@@ -49,6 +49,7 @@ from minkscan.schema import (
     ORDER_RESULT,
     ORDER_SCORES,
     ORDERINGS,
+    PARQUET,
     SCORED_STATUSES,
     SHARD,
     STATUS,
@@ -58,10 +59,10 @@ from minkscan.scoring.windows import plan_windows
 
 logger = logging.getLogger(__name__)
 
+# What the test can and cannot see, said in the verdict's line itself.
 SCOPE = (
-    "The order test detects training on this file in its published order; it is silent "
-    "about shuffled, reformatted or paraphrased copies, so 'no evidence' does not show the "
-    "file is clean."
+    " The test detects training on the file in its published order and is silent about "
+    "shuffled, reformatted or paraphrased copies"
 )
 
 
@@ -136,8 +137,12 @@ def read_examples(config: ScanConfig, template: str | None) -> tuple[list[str], 
     return rows, [file.path for file in files]
 
 
-def _all_columns(fs: pafs.FileSystem, file) -> list[str]:
-    return read_file(fs, file, []).column_names or ["none"]
+def _all_columns(fs: pafs.FileSystem, file: InputFile) -> list[str]:
+    """The columns a file has (for the message that names a missing one)."""
+    if file.format == PARQUET:
+        with fs.open_input_file(file.path) as handle:
+            return pq.ParquetFile(handle).schema_arrow.names
+    return column_names(fs, file) or ["none"]
 
 
 def orderings_table(examples: Sequence[str], settings: OrderSettings) -> pa.Table:
@@ -231,8 +236,8 @@ class OrderTestResult:
         return self.statistics.t_p_value < self.alpha
 
     def verdict(self) -> list[str]:
-        """The sentences a reader acts on: the finding, what the test cannot see, and
-        whether the file's order allows the test at all."""
+        """The verdict line (the finding, with what the test can and cannot see) and whether
+        the file's order allows the test at all."""
         stats = self.statistics
         evidence = (
             f"(sharded order test over {stats.shards} shards of {self.examples} examples, "
@@ -243,13 +248,14 @@ class OrderTestResult:
         level = f"at the {self.alpha:.0%} level"
         if self.significant:
             finding = (f"Evidence {level} that the model was trained on this file in its "
-                       f"published order {evidence}.")  # fmt: skip
+                       f"published order {evidence}.{SCOPE}.")  # fmt: skip
         else:
             finding = (f"No evidence {level} that the model was trained on this file in its "
-                       f"published order {evidence}.")  # fmt: skip
+                       f"published order {evidence}.{SCOPE}, so this does not show that the "
+                       "file is clean.")  # fmt: skip
         if not self.exchangeability.exchangeable:
             finding = "Not trustworthy on this file: " + finding[0].lower() + finding[1:]
-        return [finding, SCOPE, self.exchangeability.sentence()]
+        return [finding, self.exchangeability.sentence()]
 
     def to_json(self) -> dict:
         return {

@@ -56,16 +56,21 @@ class FdrSelection:
         return self.cutoff > 0 and self.p_value(score) <= self.cutoff
 
     def sentence(self, group: str) -> str:
+        """How many of the group's documents the selection holds."""
         chosen, scored = self.groups.get(group, (0, 0))
+        return (f"FDR flags: {chosen} of {scored} documents in group '{group}' selected at "
+                f"q = {self.q:g}.")  # fmt: skip
+
+    def explanation(self) -> str:
+        """How the documents were selected, what that guarantees, and under what assumption."""
         text = (
-            f"FDR flags: {chosen} of {scored} documents in group '{group}' selected at "
-            f"q = {self.q:g} (Benjamini-Hochberg over all audited documents' conformal "
-            f"p-values of {self.method} against {self.n_calibration} calibration non-members: "
-            f"at most {self.q:.0%} of the selected are expected to be non-members); "
-            f"{EXCHANGEABLE}."
+            f"Selected by Benjamini-Hochberg over all audited documents' conformal p-values of "
+            f"{self.method} against {self.n_calibration} calibration non-members: at most "
+            f"{self.q:.0%} of the selected are expected to be non-members; {EXCHANGEABLE}."
         )
         floor = 1 / (self.n_calibration + 1)
         total = sum(scored for _, scored in self.groups.values())
+        chosen = sum(chosen for chosen, _ in self.groups.values())
         if chosen == 0 and floor > self.q:
             text += (f" No document can be selected: with {self.n_calibration} non-members the "
                      f"smallest p-value is {floor:.2g} > q; calibrate on more.")  # fmt: skip

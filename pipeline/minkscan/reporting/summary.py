@@ -128,7 +128,8 @@ class Report:
         """Per group, how many documents the FDR selection holds (with the blind caution)."""
         if self.fdr is None:
             return []
-        return [self.fdr.sentence(row.group) + self.shift_caution(row) for row in self.primary]
+        lines = [self.fdr.sentence(row.group) + self.shift_caution(row) for row in self.primary]
+        return [*lines, self.fdr.explanation()]
 
     def inference_lines(self) -> list[str]:
         """Dataset inference per group, and why it did not run where it did not."""
@@ -137,8 +138,12 @@ class Report:
                         if self.inference_note else [])  # fmt: skip
 
     def order_lines(self) -> list[str]:
-        """The order test's verdict, as `minkscan order-test` wrote it."""
-        return list(self.order_test["verdict"]) if self.order_test else []
+        """The order test's verdict as `minkscan order-test` wrote it, naming its file."""
+        if not self.order_test:
+            return []
+        first, *rest = self.order_test["verdict"]
+        files = ", ".join(self.order_test.get("inputs", [])) or "its file"
+        return [f"Order test of {files}: {first}", *rest]
 
     def audit_lines(self) -> list[str]:
         """Every audit beyond the flagged fraction, as the terminal prints them."""
