@@ -6,6 +6,7 @@ the terminal, report.json, report.md and report.html; bad input refused in one l
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,15 +21,16 @@ from minkscan.evaluation.exchangeability import ExchangeabilityCheck
 from minkscan.evaluation.order_run import Cost, OrderSettings, OrderTestResult
 from minkscan.evaluation.order_test import order_statistics
 from minkscan.reporting import audits
+from minkscan.schema import MARKER
 
 pytestmark = pytest.mark.usefixtures("local_ray")
 
 
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory, tiny_llama_dir) -> dict[str, Path]:
-    """40 audited texts in two groups, 40 held-out texts, and a pool of 64 texts scored with
-    other settings (k = 20 only) whose 30 least member-like rows are the calibration
-    non-members (so some audited documents stand out); plus an order test's result."""
+    """40 audited texts in two groups and 40 held-out texts; the calibration non-members are
+    the 30 least member-like held-out rows (so some audited documents stand out); a copy of
+    the held-out output recorded as scored with other settings; an order test's result."""
     root = tmp_path_factory.mktemp("audits")
     texts = pl.read_parquet(SAMPLE)
     sets = {
@@ -36,17 +38,21 @@ def scored(tmp_path_factory, tiny_llama_dir) -> dict[str, Path]:
             pl.when(pl.int_range(pl.len()) < 20).then(pl.lit("a")).otherwise(pl.lit("b"))
             .alias("dataset")),
         "heldout": texts.slice(24, 40),
-        "pool": texts,
     }  # fmt: skip
     paths = {}
     for name, frame in sets.items():
         frame.write_parquet(root / f"{name}.parquet")
-        extra = ["--keep-columns", "text,dataset"] if name == "audited" else ["--k", "20"]
-        extra = [] if name == "heldout" else extra
+        extra = ["--keep-columns", "text,dataset"] if name == "audited" else []
         assert score(tiny_llama_dir, root / f"{name}.parquet", root / name, *extra) == 0
         paths[name] = root / name
-    pool = pl.read_parquet(root / "pool" / "*.parquet").sort("minkpp_k20").head(30)
-    pool.write_parquet(root / "nonmembers.parquet")
+    lowest = pl.read_parquet(root / "heldout" / "*.parquet").sort("minkpp_k20").head(30)
+    lowest.write_parquet(root / "nonmembers.parquet")
+    # What another run's output records: scored with k = 30 only.
+    shutil.copytree(root / "heldout", root / "heldout-k30")
+    marker = json.loads((root / "heldout-k30" / MARKER).read_text())
+    marker["identity"]["scoring"]["k_percentages"] = [30]
+    (root / "heldout-k30" / MARKER).write_text(json.dumps(marker))
+    paths["heldout-k30"] = root / "heldout-k30"
     paths["calibration.json"] = root / "calibration.json"
     assert main(["calibrate", "--nonmembers", str(root / "nonmembers.parquet"), "--output",
                  str(paths["calibration.json"])]) == 0  # fmt: skip
@@ -120,7 +126,7 @@ def test_documents_are_selected_at_the_fdr_level_and_every_output_tells_the_same
 def test_a_heldout_set_scored_with_other_settings_is_refused_naming_the_difference(
     scored, tmp_path, capsys
 ):
-    assert main(_report(scored, tmp_path / "r", "--heldout", str(scored["pool"]))) == 2
+    assert main(_report(scored, tmp_path / "r", "--heldout", str(scored["heldout-k30"]))) == 2
     err = capsys.readouterr().err.strip()
     assert "scored with other settings" in err and "k_percentages" in err
     assert len(err.splitlines()) == 1 and not (tmp_path / "r").exists()

@@ -72,7 +72,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"seeded splits of dataset inference (default: {DEFAULT_SPLITS})",
     )
     parser.add_argument(
-        "--order-test", help="order_test.json of `minkscan order-test`, shown in the report"
+        "--order-test",
+        help="order_test.json of `minkscan order-test`, shown in the report (default: none)",
     )
     parser.set_defaults(func=run)
 
