@@ -111,7 +111,7 @@ def scratch(tmp_path, monkeypatch, s3_env):
         work / "fresh" / "fresh.parquet"
     )
     # A benchmark of question/answer examples for the order test, and a held-out split.
-    sample.head(12).select(
+    sample.head(8).select(
         pl.col("text").str.slice(0, 60).alias("question"),
         pl.col("text").str.slice(60, 60).alias("answer"),
     ).write_ndjson(work / "audit" / "benchmark.jsonl")
