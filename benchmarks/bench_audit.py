@@ -36,8 +36,8 @@ from bench_exposure import fine_tune
 from minkscan.config import ModelConfig, ScoringConfig
 from minkscan.evaluation.dataset_inference import dataset_inference
 from minkscan.evaluation.exchangeability import exchangeability_check
-from minkscan.evaluation.order_run import OrderSettings, log_likelihoods, orderings_table
-from minkscan.evaluation.order_test import order_statistics
+from minkscan.evaluation.order_run import log_likelihoods, orderings_table
+from minkscan.evaluation.order_test import OrderSettings, order_statistics
 from minkscan.methods import single_pass_columns
 from minkscan.models.loading import load_model
 from minkscan.scorer import DocumentScorer

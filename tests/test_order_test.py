@@ -6,12 +6,15 @@ order is preferred."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
-from minkscan.evaluation.order_run import OrderSettings, orderings_table
+from minkscan.evaluation.order_run import orderings_table
 from minkscan.evaluation.order_test import (
+    OrderSettings,
     order_statistics,
     rank_sum_p_value,
     shard_bounds,
@@ -100,3 +103,18 @@ def test_a_preferred_published_order_is_found():
     draws[:, 0] += 1.0
     stats = order_statistics(draws[:, 0], draws[:, 1:])
     assert stats.t_p_value < 1e-3 and stats.permutation_p_value < 1e-3
+
+
+def test_examples_are_read_in_published_order_from_their_columns_and_limit_keeps_the_first(
+    tmp_path,
+):
+    from minkscan.config import ScanConfig
+    from minkscan.evaluation.order_run import read_examples
+
+    rows = [{"q": f"question {i}", "choices": ["a", "b"], "a": i} for i in range(6)]
+    (tmp_path / "1.jsonl").write_text("\n".join(json.dumps(r) for r in rows[:3]) + "\n")
+    (tmp_path / "2.jsonl").write_text("\n".join(json.dumps(r) for r in rows[3:]) + "\n")
+    config = ScanConfig(data={"input": [str(tmp_path)], "limit": 5})
+    examples, files = read_examples(config, "{q}\n{choices}\n= {a}")
+    assert examples == [f"question {i}\na\nb\n= {i}" for i in range(5)]
+    assert [Path(f).name for f in files] == ["1.jsonl", "2.jsonl"]

@@ -15,8 +15,8 @@ import torch
 from helpers import SAMPLE
 from minkscan.cli import main
 from minkscan.config import ModelConfig
-from minkscan.evaluation.order_run import OrderSettings, orderings_table
-from minkscan.evaluation.order_test import order_statistics
+from minkscan.evaluation.order_run import orderings_table
+from minkscan.evaluation.order_test import OrderSettings, order_statistics
 from minkscan.models.loading import load_model
 
 TEMPLATE = "Q: {question}\\nA: {answer}"

@@ -18,8 +18,7 @@ from minkscan.cli import main
 from minkscan.commands import report as report_command
 from minkscan.evaluation import dataset_inference
 from minkscan.evaluation.exchangeability import ExchangeabilityCheck
-from minkscan.evaluation.order_run import Cost, OrderSettings, OrderTestResult
-from minkscan.evaluation.order_test import order_statistics
+from minkscan.evaluation.order_test import Cost, OrderSettings, OrderTestResult, order_statistics
 from minkscan.reporting import audits
 from minkscan.schema import MARKER
 

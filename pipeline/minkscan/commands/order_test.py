@@ -84,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
             "scoring.window_stride": args.window_stride,
         },
     )
-    from minkscan.evaluation.order_run import OrderSettings, run_order_test
-    from minkscan.evaluation.order_test import shard_bounds
+    from minkscan.evaluation.order_run import run_order_test
+    from minkscan.evaluation.order_test import OrderSettings, shard_bounds
 
     try:
         shard_bounds(2 * args.shards, args.shards)  # --shards itself is checked first

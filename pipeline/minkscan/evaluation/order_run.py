@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import string
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 import pyarrow as pa
@@ -28,9 +27,11 @@ import pyarrow.parquet as pq
 
 from minkscan.config import S3Config, ScanConfig
 from minkscan.errors import UserError
-from minkscan.evaluation.exchangeability import ExchangeabilityCheck, exchangeability_check
+from minkscan.evaluation.exchangeability import exchangeability_check
 from minkscan.evaluation.order_test import (
-    OrderStatistics,
+    Cost,
+    OrderSettings,
+    OrderTestResult,
     order_statistics,
     shard_bounds,
     shuffled_orders,
@@ -56,39 +57,6 @@ from minkscan.schema import (
     TEXT,
 )
 from minkscan.scoring.windows import plan_windows
-
-logger = logging.getLogger(__name__)
-
-# What the test can and cannot see, said in the verdict's line itself.
-SCOPE = (
-    " The test detects training on the file in its published order and is silent about "
-    "shuffled, reformatted or paraphrased copies"
-)
-
-
-@dataclass(frozen=True)
-class OrderSettings:
-    """What decides the orderings: how each example reads and how examples are cut."""
-
-    template: str | None
-    separator: str
-    shards: int
-    permutations: int
-    seed: int
-
-
-@dataclass(frozen=True)
-class Cost:
-    """Forward passes and tokens of all orderings (a sliding window counts as a pass)."""
-
-    orderings: int
-    forward_passes: int
-    tokens: int
-
-    def line(self, estimate: bool) -> str:
-        about = "about " if estimate else ""
-        return (f"{self.orderings} orderings: {about}{self.forward_passes} forward passes, "
-                f"{about}{self.tokens:,} tokens")  # fmt: skip
 
 
 def template_fields(template: str) -> list[str]:
@@ -215,62 +183,6 @@ def _write_orderings(
     with fs.open_output_stream(fs_path(join(output, ORDERINGS))) as stream:
         pq.write_table(table, stream, row_group_size=per_shard)
     write_text(join(output, ORDER_PLAN), json.dumps(plan, indent=2), s3)
-
-
-@dataclass(frozen=True)
-class OrderTestResult:
-    """Everything `order_test.json` holds: the settings, the inputs, the model, the cost, the
-    test, the exchangeability check and the verdict at ``alpha``."""
-
-    settings: OrderSettings
-    inputs: list[str]
-    examples: int
-    model: str
-    alpha: float
-    cost: Cost
-    statistics: OrderStatistics
-    exchangeability: ExchangeabilityCheck
-
-    @property
-    def significant(self) -> bool:
-        return self.statistics.t_p_value < self.alpha
-
-    def verdict(self) -> list[str]:
-        """The verdict line (the finding, with what the test can and cannot see) and whether
-        the file's order allows the test at all."""
-        stats = self.statistics
-        evidence = (
-            f"(sharded order test over {stats.shards} shards of {self.examples} examples, "
-            f"{stats.permutations} shuffles each: published minus shuffled log-likelihood "
-            f"{stats.mean_difference:+.3g} nats on average, one-sided t-test p = "
-            f"{stats.t_p_value:.2g}, exact permutation p = {stats.permutation_p_value:.2g})"
-        )
-        level = f"at the {self.alpha:.0%} level"
-        if self.significant:
-            finding = (f"Evidence {level} that the model was trained on this file in its "
-                       f"published order {evidence}.{SCOPE}.")  # fmt: skip
-        else:
-            finding = (f"No evidence {level} that the model was trained on this file in its "
-                       f"published order {evidence}.{SCOPE}, so this does not show that the "
-                       "file is clean.")  # fmt: skip
-        if not self.exchangeability.exchangeable:
-            finding = "Not trustworthy on this file: " + finding[0].lower() + finding[1:]
-        return [finding, self.exchangeability.sentence()]
-
-    def to_json(self) -> dict:
-        return {
-            "verdict": self.verdict(),
-            "significant": self.significant,
-            "trustworthy": self.exchangeability.exchangeable,
-            "alpha": self.alpha,
-            "model": self.model,
-            "inputs": self.inputs,
-            "examples": self.examples,
-            "settings": asdict(self.settings),
-            "cost": asdict(self.cost),
-            "statistics": asdict(self.statistics),
-            "exchangeability": asdict(self.exchangeability),
-        }
 
 
 def log_likelihoods(scores: pa.Table, shards: int, permutations: int) -> tuple[np.ndarray, ...]:

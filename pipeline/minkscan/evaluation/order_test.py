@@ -13,16 +13,20 @@ against the published order, which keeps that p-value conservative. Neither p-va
 needs a single non-member; both are valid only if the published order is itself random
 (`minkscan.evaluation.exchangeability` checks the text for that).
 
-Pure numpy and scipy; running the forward passes is `minkscan.evaluation.order_run`'s job.
+Here: the orderings' shape (`OrderSettings`), the statistic and p-values, and the result
+with its verdict (`OrderTestResult`, what `order_test.json` holds); pure numpy and scipy.
+Running the forward passes is `minkscan.evaluation.order_run`'s job.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.signal import fftconvolve
 from scipy.stats import ttest_1samp
+
+from minkscan.evaluation.exchangeability import ExchangeabilityCheck
 
 # Each shard needs two examples, or it has a single ordering and nothing to compare.
 MIN_EXAMPLES_PER_SHARD = 2
@@ -113,3 +117,91 @@ def order_statistics(published: np.ndarray, shuffled: np.ndarray) -> OrderStatis
         t_p_value=t_p_value,
         permutation_p_value=rank_sum_p_value(at_least, int(shuffled.shape[1])),
     )
+
+
+# What the test can and cannot see, said in the verdict's line itself.
+SCOPE = (
+    " The test detects training on the file in its published order and is silent about "
+    "shuffled, reformatted or paraphrased copies"
+)
+
+
+@dataclass(frozen=True)
+class OrderSettings:
+    """What decides the orderings: how each example reads and how examples are cut."""
+
+    template: str | None
+    separator: str
+    shards: int
+    permutations: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Forward passes and tokens of all orderings (a sliding window counts as a pass)."""
+
+    orderings: int
+    forward_passes: int
+    tokens: int
+
+    def line(self, estimate: bool) -> str:
+        about = "about " if estimate else ""
+        return (f"{self.orderings} orderings: {about}{self.forward_passes} forward passes, "
+                f"{about}{self.tokens:,} tokens")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class OrderTestResult:
+    """Everything `order_test.json` holds: the settings, the inputs, the model, the cost, the
+    test, the exchangeability check and the verdict at ``alpha``."""
+
+    settings: OrderSettings
+    inputs: list[str]
+    examples: int
+    model: str
+    alpha: float
+    cost: Cost
+    statistics: OrderStatistics
+    exchangeability: ExchangeabilityCheck
+
+    @property
+    def significant(self) -> bool:
+        return self.statistics.t_p_value < self.alpha
+
+    def verdict(self) -> list[str]:
+        """The verdict line (the finding, with what the test can and cannot see) and whether
+        the file's order allows the test at all."""
+        stats = self.statistics
+        evidence = (
+            f"(sharded order test over {stats.shards} shards of {self.examples} examples, "
+            f"{stats.permutations} shuffles each: published minus shuffled log-likelihood "
+            f"{stats.mean_difference:+.3g} nats on average, one-sided t-test p = "
+            f"{stats.t_p_value:.2g}, exact permutation p = {stats.permutation_p_value:.2g})"
+        )
+        level = f"at the {self.alpha:.0%} level"
+        if self.significant:
+            finding = (f"Evidence {level} that the model was trained on this file in its "
+                       f"published order {evidence}.{SCOPE}.")  # fmt: skip
+        else:
+            finding = (f"No evidence {level} that the model was trained on this file in its "
+                       f"published order {evidence}.{SCOPE}, so this does not show that the "
+                       "file is clean.")  # fmt: skip
+        if not self.exchangeability.exchangeable:
+            finding = "Not trustworthy on this file: " + finding[0].lower() + finding[1:]
+        return [finding, self.exchangeability.sentence()]
+
+    def to_json(self) -> dict:
+        return {
+            "verdict": self.verdict(),
+            "significant": self.significant,
+            "trustworthy": self.exchangeability.exchangeable,
+            "alpha": self.alpha,
+            "model": self.model,
+            "inputs": self.inputs,
+            "examples": self.examples,
+            "settings": asdict(self.settings),
+            "cost": asdict(self.cost),
+            "statistics": asdict(self.statistics),
+            "exchangeability": asdict(self.exchangeability),
+        }
