@@ -131,8 +131,9 @@ def orderings_table(examples: Sequence[str], settings: OrderSettings) -> pa.Tabl
 
 
 def order_config(config: ScanConfig, output: str, settings: OrderSettings) -> ScanConfig:
-    """The scoring run over the orderings: one piece and one commit per shard, orderings
-    over the context scored with sliding windows (stride: half the context unless set)."""
+    """The scoring run over the orderings: one piece, one block and one commit per shard
+    (a killed run keeps every shard it finished), orderings over the context scored with
+    sliding windows (stride: half the context unless set)."""
     per_shard = settings.permutations + 1
     data = config.data.model_copy(update={
         "input": [join(output, ORDERINGS)], "output": join(output, ORDER_SCORES),
@@ -143,7 +144,9 @@ def order_config(config: ScanConfig, output: str, settings: OrderSettings) -> Sc
     scoring = config.scoring
     if scoring.window_stride is None:
         scoring = scoring.model_copy(update={"window_stride": max(1, scoring.max_tokens // 2)})
-    return config.model_copy(update={"data": data, "scoring": scoring})
+    # A shard per Ray Data block too: each shard is committed as soon as it is scored.
+    ray = config.ray.model_copy(update={"block_rows": per_shard})
+    return config.model_copy(update={"data": data, "scoring": scoring, "ray": ray})
 
 
 def _passes(ids: int, config: ScanConfig) -> int:
