@@ -118,7 +118,9 @@ def order_part(args, texts: list[str], by_label: dict[int, list[str]]) -> list[s
                          args.order_epochs, 512)  # fmt: skip
     singles = args.out / "order-singles"
     if not (singles / "config.json").exists():
-        fine_tune_shuffled(args, published, singles)
+        # The control: the same examples as single documents, reshuffled every epoch.
+        fine_tune(args.model, published, singles, args.order_lr, 8, epochs=args.order_epochs,
+                  reshuffle=True)  # fmt: skip
     rows = []
     check = exchangeability_check(published)
     for label, model in (
@@ -155,29 +157,6 @@ def order_part(args, texts: list[str], by_label: dict[int, list[str]]) -> list[s
         rows.append(order_row(f"base model, file {label}", stats, exchangeability_check(examples)))
         print(rows[-1], flush=True)
     return rows
-
-
-def fine_tune_shuffled(args, examples: list[str], directory: Path) -> None:
-    """The control: the same examples as single documents, reshuffled every epoch."""
-    loaded = load_model(ModelConfig(name=args.model, device="cpu"))
-    model, tokenizer = loaded.model, loaded.tokenizer
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.order_lr)
-    for epoch in range(args.order_epochs):
-        order = examples[:]
-        random.Random(epoch).shuffle(order)
-        for step in range(0, len(order), 8):
-            encoded = tokenizer(order[step : step + 8], return_tensors="pt", padding=True)
-            labels = encoded["input_ids"].masked_fill(encoded["attention_mask"] == 0, -100)
-            model(**encoded, labels=labels).loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-        print(f"shuffled singles: epoch {epoch} done", flush=True)
-    model.eval()
-    model.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
 
 
 def features(model: DocumentScorer, texts: list[str]) -> tuple[np.ndarray, list[str]]:

@@ -30,8 +30,18 @@ from minkscan.config import ModelConfig
 from minkscan.models.loading import load_model
 
 
-def fine_tune(name: str, texts: list[str], directory: Path, lr: float, batch: int) -> None:
-    """One epoch of causal-LM training (fp32, CPU) on ``texts``; saved to ``directory``."""
+def fine_tune(
+    name: str,
+    texts: list[str],
+    directory: Path,
+    lr: float,
+    batch: int,
+    epochs: int = 1,
+    reshuffle: bool = False,
+) -> None:
+    """``epochs`` of causal-LM training (fp32, CPU) on ``texts`` as single documents, in
+    their order or, with ``reshuffle``, in a seeded shuffle per epoch; saved to
+    ``directory``."""
     loaded = load_model(ModelConfig(name=name, device="cpu"))
     model, tokenizer = loaded.model, loaded.tokenizer
     if tokenizer.pad_token_id is None:
@@ -39,16 +49,21 @@ def fine_tune(name: str, texts: list[str], directory: Path, lr: float, batch: in
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     start = time.perf_counter()
-    for step in range(0, len(texts), batch):
-        encoded = tokenizer(texts[step : step + batch], return_tensors="pt", padding=True)
-        labels = encoded["input_ids"].masked_fill(encoded["attention_mask"] == 0, -100)
-        loss = model(**encoded, labels=labels).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        if step // batch % 5 == 0:
-            elapsed = time.perf_counter() - start
-            print(f"step {step // batch} loss {loss.item():.3f} {elapsed:.0f}s", flush=True)
+    for epoch in range(epochs):
+        order = list(texts)
+        if reshuffle:
+            random.Random(epoch).shuffle(order)
+        for step in range(0, len(order), batch):
+            encoded = tokenizer(order[step : step + batch], return_tensors="pt", padding=True)
+            labels = encoded["input_ids"].masked_fill(encoded["attention_mask"] == 0, -100)
+            loss = model(**encoded, labels=labels).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            if step // batch % 5 == 0:
+                elapsed = time.perf_counter() - start
+                print(f"epoch {epoch} step {step // batch} loss {loss.item():.3f} "
+                      f"{elapsed:.0f}s", flush=True)  # fmt: skip
     model.eval()
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)

@@ -131,6 +131,16 @@ def test_a_heldout_set_scored_with_other_settings_is_refused_naming_the_differen
     assert len(err.splitlines()) == 1 and not (tmp_path / "r").exists()
 
 
+def test_a_plain_heldout_score_file_is_used_with_a_warning_that_its_scoring_is_unchecked(
+    scored, tmp_path, capsys
+):
+    (part,) = scored["heldout"].glob("part-*.parquet")
+    out = tmp_path / "r"
+    assert main(_report(scored, out, "--heldout", str(part))) == 0
+    assert f"cannot check that --heldout {part} was scored like" in capsys.readouterr().err
+    assert len(json.loads((out / "report.json").read_text())["dataset_inference"]["results"]) == 2
+
+
 @pytest.mark.parametrize("level", ["0", "1", "1.5", "-0.1"])
 def test_an_fdr_level_outside_zero_one_is_refused(scored, tmp_path, capsys, level):
     assert main(_report(scored, tmp_path / "r", "--fdr", level)) == 2

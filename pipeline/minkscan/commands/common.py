@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from minkscan.config import ConfigError, ScanConfig, load_config, yaml_problem
+from minkscan.schema import FORMATS
 
 # The one set of defaults (`ScanConfig`'s); a flag left out keeps the config file's value.
 DEFAULTS = ScanConfig()
@@ -79,6 +80,14 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, scoring: bool = Tru
     )
 
 
+def add_format_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--format`` and ``--text-column``: how the commands that read documents read them."""
+    parser.add_argument(
+        "--format", choices=FORMATS, help=for_key("data.format", "none: from each extension")
+    )
+    parser.add_argument("--text-column", help=for_key("data.text_column"))
+
+
 def _int_or_auto(value: str) -> int | str:
     if value == "auto":
         return value
@@ -107,7 +116,8 @@ def parse_set(pairs: list[str]) -> dict[str, Any]:
 
 
 def config_from_args(args: argparse.Namespace, flags: dict[str, Any] | None = None) -> ScanConfig:
-    """YAML (``--config``, else the typed defaults), then ``--set``, then the shortcuts and
+    """YAML (``--config``, else the typed defaults), then ``--set``, then the shortcuts
+    (those of `add_config_arguments` and `add_format_arguments` the command has) and
     ``flags`` (dotted keys; None means not given)."""
     given = {
         "model.name": args.model,
@@ -115,6 +125,8 @@ def config_from_args(args: argparse.Namespace, flags: dict[str, Any] | None = No
         "model.device": getattr(args, "device", None),
         "scoring.batch_tokens": getattr(args, "batch_tokens", None),
         "scoring.k_percentages": getattr(args, "k", None),
+        "data.format": getattr(args, "format", None),
+        "data.text_column": getattr(args, "text_column", None),
         "data.limit": args.limit,
         "ray.address": args.address,
         **(flags or {}),

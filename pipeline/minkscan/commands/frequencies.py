@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from minkscan.commands.common import add_config_arguments, config_from_args, for_key
-from minkscan.schema import FORMATS
+from minkscan.commands.common import (
+    add_config_arguments,
+    add_format_arguments,
+    config_from_args,
+    for_key,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,10 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--input", nargs="+", required=True, help="reference corpus files")
     parser.add_argument("--output", required=True, help="frequency file to write (.parquet)")
     add_config_arguments(parser, scoring=False)
-    parser.add_argument(
-        "--format", choices=FORMATS, help=for_key("data.format", "none: from each extension")
-    )
-    parser.add_argument("--text-column", help=for_key("data.text_column"))
+    add_format_arguments(parser)
     parser.add_argument(
         "--num-actors", type=int, help=for_key("ray.num_actors", "tokenizer actors")
     )
@@ -37,8 +38,6 @@ def run(args: argparse.Namespace) -> int:
         args,
         {
             "data.input": args.input,
-            "data.format": args.format,
-            "data.text_column": args.text_column,
             "ray.num_actors": args.num_actors,
             "data.skip_bad_shards": args.skip_bad_shards,
         },

@@ -171,7 +171,7 @@ def _heldout(path: str, audited):
                 f"--heldout {path} was scored with other settings than the audited scores "
                 f"({'; '.join(changed[:3])}): score both with the same model and settings"
             )
-    elif heldout.identity is None or audited.identity is None:
+    else:
         logging.getLogger(__name__).warning(
             "cannot check that --heldout %s was scored like the audited scores (a plain "
             "score file has no run record); dataset inference assumes it was",

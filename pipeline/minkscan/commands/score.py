@@ -6,9 +6,13 @@ from __future__ import annotations
 import argparse
 from importlib.resources import files
 
-from minkscan.commands.common import add_config_arguments, config_from_args, for_key
+from minkscan.commands.common import (
+    add_config_arguments,
+    add_format_arguments,
+    config_from_args,
+    for_key,
+)
 from minkscan.commands.prefixes import add_prefix_arguments, prefix_flags
-from minkscan.schema import FORMATS
 
 
 def sample_path() -> str:
@@ -27,10 +31,7 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_config_arguments(parser)
     add_prefix_arguments(parser)
-    parser.add_argument(
-        "--format", choices=FORMATS, help=for_key("data.format", "none: from each extension")
-    )
-    parser.add_argument("--text-column", help=for_key("data.text_column"))
+    add_format_arguments(parser)
     parser.add_argument(
         "--id-column",
         help=for_key("data.id_column", "ids are derived from file and row when absent"),
@@ -77,8 +78,6 @@ def run(args: argparse.Namespace) -> int:
         {
             "data.input": args.input,
             "data.output": args.output,
-            "data.format": args.format,
-            "data.text_column": args.text_column,
             "data.id_column": args.id_column,
             "data.keep_columns": args.keep_columns,
             "scoring.token_scores": args.token_scores,

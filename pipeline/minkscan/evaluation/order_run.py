@@ -88,7 +88,7 @@ def read_examples(config: ScanConfig, template: str | None) -> tuple[list[str], 
     files, _ = discover(list(data.input), fs, format=data.format, root=data.input_root)
     columns = template_fields(template) if template else [data.text_column]
     rows: list[str] = []
-    for file in files:
+    for index, file in enumerate(files):
         table = read_file(fs, file, columns)
         missing = [c for c in columns if c not in table.column_names]
         if missing:
@@ -101,7 +101,7 @@ def read_examples(config: ScanConfig, template: str | None) -> tuple[list[str], 
         else:
             rows += [_cell(row[columns[0]]) for row in values]
         if data.limit is not None and len(rows) >= data.limit:
-            return rows[: data.limit], [file.path for file in files]
+            return rows[: data.limit], [file.path for file in files[: index + 1]]
     return rows, [file.path for file in files]
 
 

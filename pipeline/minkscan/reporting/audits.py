@@ -49,11 +49,13 @@ class FdrSelection:
     cutoff: float
     nonmembers: np.ndarray = field(repr=False)
 
-    def p_value(self, score: float) -> float:
-        return float(conformal_p_values(np.array([score]), self.nonmembers)[0])
+    def p_values(self, scores: list[float]) -> list[float]:
+        """Conformal p-values of ``scores`` against the same non-members."""
+        return conformal_p_values(np.asarray(scores), self.nonmembers).tolist()
 
-    def is_selected(self, score: float) -> bool:
-        return self.cutoff > 0 and self.p_value(score) <= self.cutoff
+    def is_selected(self, p_value: float) -> bool:
+        """Whether a document of this p-value is in the selection (BH's cutoff)."""
+        return self.cutoff > 0 and p_value <= self.cutoff
 
     def sentence(self, group: str) -> str:
         """How many of the group's documents the selection holds."""

@@ -224,11 +224,11 @@ def build_report(
     )  # fmt: skip
     evidence = top_evidence(rows, primary, names, top_n)
     if selection is not None:
+        p_values = selection.p_values([doc.score for doc in evidence])
         evidence = [
-            replace(doc, p_value=selection.p_value(doc.score),
-                    selected=selection.is_selected(doc.score))
-            for doc in evidence
-        ]  # fmt: skip
+            replace(doc, p_value=p, selected=selection.is_selected(p))
+            for doc, p in zip(evidence, p_values, strict=True)
+        ]
     return Report(
         model=model,
         inputs=inputs or [],
