@@ -5,7 +5,7 @@ then costs one forward pass over its own tokens, attending to the cached prefix.
 ReCaLL's pass at most 1.3x a plain scoring pass. Also timed, for scale: the naive way (prefix
 and document concatenated and run whole, as reference implementations do).
 
-    .venv/bin/python benchmarks/bench_recall.py --docs 200 --shots 3
+    .venv/bin/python benchmarks/bench_recall.py --docs 200 --shots 12
 
 Measured on the bundled SmolLM2-135M (float32, CPU), WikiMIA-24 length-64 texts: documents
 from its members, the prefix from the first non-members. Each timing is the best of
@@ -24,12 +24,12 @@ from timing import WIKIMIA64, against_plain, best_of, plain_line
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=200)
-    parser.add_argument("--shots", type=int, default=3)
+    parser.add_argument("--shots", type=int, default=12)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model", default="smollm2-135m")
     args = parser.parse_args()
 
-    from minkscan.baselines.recall import PREFIX_JOIN, PrefixCache
+    from minkscan.baselines.recall import PrefixCache, prefix_ids
     from minkscan.config import ModelConfig, ScoringConfig
     from minkscan.models.loading import load_model
     from minkscan.scorer import DocumentScorer
@@ -41,15 +41,12 @@ def main() -> None:
     documents = scorer.encode(texts)
     cache = PrefixCache(scorer, prefix)
 
-    tokenizer = scorer.loaded.tokenizer
-    prefix_ids = [tokenizer.bos_token_id] + tokenizer(
-        PREFIX_JOIN.join(prefix), add_special_tokens=False
-    )["input_ids"]
+    context = prefix_ids(scorer, prefix)
 
     @torch.inference_mode()
     def naive() -> None:  # one document at a time, prefix re-encoded, as reference code does
         for document in documents:
-            ids = torch.tensor([prefix_ids + list(document.input_ids[1:])])
+            ids = torch.tensor([context + list(document.input_ids)])
             scorer.loaded.model(input_ids=ids).logits[0].float().log_softmax(-1)
 
     plain = best_of(args.repeats, lambda: scorer.score_documents(documents))

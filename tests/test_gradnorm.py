@@ -1,8 +1,11 @@
-"""GradNorm: minus the mean parameter-gradient norm of a document's loss, one backward pass
+"""GradNorm: minus the mean parameter-gradient norm of a document's loss, L-infinity by
+default as MIMIR's `gradnorm.py` (p = inf, never overridden by its runner), one backward pass
 per document (exact against float64 autograd), run in a stage of its own whose seconds the
 run reports; off by default."""
 
 from __future__ import annotations
+
+import math
 
 import polars as pl
 import pytest
@@ -15,25 +18,31 @@ from minkscan.scorer import DocumentScorer
 from tiny_models import TRAINING_TEXT
 
 
-def float64_gradnorm(model: torch.nn.Module, ids: list[int]) -> float:
-    """The definition, in float64: loss = mean NLL of ids[1:], grads by autograd."""
+def float64_gradnorm(model: torch.nn.Module, ids: list[int], p: float) -> float:
+    """MIMIR's definition, in float64: loss = - mean of log_softmax at ids[1:] (its
+    `get_probabilities`), grads by autograd, the mean of each tensor's p-norm, negated."""
     model = model.to(torch.float64)
     sequence = torch.tensor([ids])
     with torch.enable_grad():
-        logits = model(input_ids=sequence).logits[0, :-1]
-        loss = torch.nn.functional.cross_entropy(logits, sequence[0, 1:])
-        params = [p for p in model.parameters() if p.requires_grad]
+        log_probs = model(input_ids=sequence).logits[0, :-1].log_softmax(-1)
+        loss = -log_probs.gather(1, sequence[0, 1:, None]).mean()
+        params = [w for w in model.parameters() if w.requires_grad]
         grads = torch.autograd.grad(loss, params, allow_unused=True)
-    return -torch.stack([g.norm(2) for g in grads if g is not None]).mean().item()
+    return -torch.stack([g.norm(p) for g in grads if g is not None]).mean().item()
 
 
-def test_gradnorm_is_the_mean_gradient_norm_of_each_documents_loss(tiny_llama):
+def test_the_default_norm_is_mimirs_l_infinity():
+    assert BaselinesConfig().gradnorm_p == "inf"
+
+
+@pytest.mark.parametrize("p", [math.inf, 2.0, 1.0])
+def test_gradnorm_is_the_mean_gradient_norm_of_each_documents_loss(tiny_llama, p):
     scorer = DocumentScorer(tiny_llama, ScoringConfig())
     documents = scorer.encode([TRAINING_TEXT[0], TRAINING_TEXT[1], ""])
-    got = [gradient_norm(scorer, document) for document in documents]
+    got = [gradient_norm(scorer, document, p) for document in documents]
     try:
         for document, value in zip(documents[:2], got[:2], strict=True):
-            expected = float64_gradnorm(tiny_llama.model, list(document.input_ids))
+            expected = float64_gradnorm(tiny_llama.model, list(document.input_ids), p)
             assert value == pytest.approx(expected, rel=1e-4)
     finally:
         tiny_llama.model.to(torch.float32)

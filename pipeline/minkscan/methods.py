@@ -211,6 +211,15 @@ METHODS: tuple[Method, ...] = (
         "from reference-corpus token counts (Zhang et al., EMNLP 2024)",
     ),
     Method(
+        "aeca",
+        "AECA",
+        document=lambda documents: documents.aeca(),
+        needs="dcpdd_frequencies",
+        per_chunk=False,  # spreads over the whole document's token streams
+        reference="std of the high-passed p(x_t) * -log p_ref(x_t) stream minus lambda * std "
+        "of -log p(x_t) (AECA; Fast-MIA)",
+    ),
+    Method(
         "minkpp_mu",
         "Min-K%++ (mu only)",
         "ablation_k_percentages",

@@ -1,10 +1,14 @@
-"""GradNorm (as MIMIR defines it): how steep the loss is at a document.
+"""GradNorm (MIMIR's `mimir/attacks/gradnorm.py`): how steep the loss is at a document.
 
-    gradnorm = - mean over the model's parameter tensors of || d loss(x) / d theta ||_2
+    gradnorm = - mean over the model's parameter tensors of || d loss(x) / d theta ||_p
 
-with loss(x) the mean negative log-likelihood of the document's scored tokens. Training
-flattens the loss around what the model saw, so a member's gradient is smaller: negated,
-higher means "more likely a member", as for every column.
+with loss(x) the mean negative log-likelihood of the document's scored tokens and p = inf
+by default, as MIMIR (its runner never overrides it); ``baselines.gradnorm_p`` takes 1 or 2
+instead (a deviation). The value is MIMIR's; the reading is not. MIMIR's metrics negate every
+score before ranking, so it reads a LARGER gradient as "member". minkscan reads a smaller one
+as "member" (training flattens the loss around what the model saw): the value is already
+"higher means more likely a member", as every column. The exposure benchmark, where
+membership is known, decides between the readings (`benchmarks/results/exposure.md`).
 
 One backward pass per document: a per-parameter norm of a per-document gradient is exact
 only if each document's gradient is its own, and one document per backward is that with no
@@ -15,6 +19,7 @@ that runs it (`minkscan.distributed.stages.GradNormStage`) reports its seconds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import polars as pl
@@ -27,8 +32,10 @@ from minkscan.scorer import DocumentScorer
 from minkscan.text.tokenize import EncodedDocument
 
 
-def gradient_norm(scorer: DocumentScorer, document: EncodedDocument) -> float | None:
-    """Minus the mean L2 norm of the parameter gradients of the document's mean NLL (None:
+def gradient_norm(
+    scorer: DocumentScorer, document: EncodedDocument, p: float = math.inf
+) -> float | None:
+    """Minus the mean p-norm of the parameter gradients of the document's mean NLL (None:
     nothing scored)."""
     if document.n_scored == 0:
         return None
@@ -39,9 +46,14 @@ def gradient_norm(scorer: DocumentScorer, document: EncodedDocument) -> float | 
         logits = model(input_ids=ids, use_cache=False).logits[0, :-1].float()
         nll = torch.nn.functional.cross_entropy(logits, ids[0, 1:])
         nll.backward()
-    norms = [p.grad.detach().norm(2) for p in model.parameters() if p.grad is not None]
+    norms = [w.grad.detach().norm(p) for w in model.parameters() if w.grad is not None]
     model.zero_grad(set_to_none=True)
     return -float(torch.stack(norms).mean())
+
+
+def norm_order(setting: int | str) -> float:
+    """The p of ``baselines.gradnorm_p`` (1, 2 or "inf")."""
+    return math.inf if setting == "inf" else float(setting)
 
 
 class GradNorm:
@@ -49,7 +61,7 @@ class GradNorm:
     document (windowed documents get None: no single loss covers them)."""
 
     def __init__(self, baselines: BaselinesConfig) -> None:
-        del baselines  # no settings beyond the switch
+        self.p = norm_order(baselines.gradnorm_p)
 
     def __call__(
         self, scorer: DocumentScorer, documents: Sequence[EncodedDocument], base_loss: pl.Series
@@ -57,7 +69,7 @@ class GradNorm:
         del base_loss  # GradNorm is absolute
         (column,) = method_named("gradnorm").output_columns
         scores = [
-            None if document.status == WINDOWED else gradient_norm(scorer, document)
+            None if document.status == WINDOWED else gradient_norm(scorer, document, self.p)
             for document in documents
         ]
         return pl.DataFrame({column: scores}, schema={column: pl.Float64})

@@ -3,17 +3,21 @@
     recall    = LL(x | P_nonmember) / LL(x)                       (Xie et al. 2024)
     conrecall = (LL(x | P_nonmember) - gamma * LL(x | P_member)) / LL(x)   (Wang et al. 2024)
 
-LL is the mean log-likelihood of the document's scored tokens (the main pass's ``loss``
-column; negative). A non-member prefix lowers a member's likelihood more than a
-non-member's, so the ratio is larger for members, and a member prefix raises it: higher
-means "more likely a member", as for every column.
+As the authors' code computes it (ruoyuxie/recall and WangCheng0116/CON-RECALL ``run.py``):
+the shots are concatenated with no separator and tokenised as one text with the
+tokenizer's special tokens, the document is tokenised on its own the same way, and the
+two id sequences are concatenated -- ``[BOS] P [BOS] x`` with a BOS-adding tokenizer
+(Gemma, Llama), ``P x`` without (GPT-2, SmolLM2). LL(x | P) is the mean log p of EVERY
+document id after the prefix, its first predicted from the prefix's last position; LL(x)
+is the main pass's ``loss`` (the mean over the document's ids after its first). Both are
+negative; a non-member prefix lowers a member's likelihood more than a non-member's, so
+the ratio is larger for members, and a member prefix raises it: higher means "more likely
+a member", as for every column. ``baselines.recall_separator`` joins the shots with a
+separator instead (a deviation; minkscan joined them with a blank line before 2026-11).
 
-The prefix -- a few texts joined by blank lines -- is encoded once per actor and its KV
-cache reused for every document: each batch of documents runs only its own tokens,
-attending to the cached prefix, and the document's first token is predicted from the
-prefix's last hidden state. The conditioned targets are exactly the unconditioned ones
-(``input_ids[1:]``), so the two likelihoods compare the same tokens. Documents scored with
-sliding windows get None.
+The prefix is encoded once per actor and its KV cache reused for every document: each
+batch of documents runs only its own tokens, attending to the cached prefix. Documents
+scored with sliding windows get None.
 """
 
 from __future__ import annotations
@@ -32,10 +36,17 @@ from minkscan.models.forward import head_token_stats
 from minkscan.schema import WINDOWED
 from minkscan.scorer import DocumentScorer
 from minkscan.scoring.token_stats import token_stats_from_logits
-from minkscan.text.tokenize import EncodedDocument, plan_batches
+from minkscan.text.tokenize import EncodedDocument, encode_documents, plan_batches
 
-# Prefix texts are joined by this, as the papers' prompts are.
-PREFIX_JOIN = "\n\n"
+
+def prefix_ids(scorer: DocumentScorer, texts: Sequence[str], separator: str = "") -> list[int]:
+    """The prefix's ids: the shots joined by ``separator`` and encoded as the scorer encodes
+    a document (the tokenizer's special tokens, and BOS with ``prepend_bos``), uncut."""
+    (encoded,) = encode_documents(
+        scorer.loaded.tokenizer, [separator.join(texts)], max_tokens=scorer.scoring.max_tokens,
+        prepend_bos=scorer.scoring.prepend_bos, windowed=True,
+    )  # fmt: skip
+    return list(encoded.input_ids)
 
 
 class PrefixCache:
@@ -43,13 +54,9 @@ class PrefixCache:
     head is not a plain linear layer), for conditional likelihoods of many documents."""
 
     @torch.inference_mode()
-    def __init__(self, scorer: DocumentScorer, texts: Sequence[str]) -> None:
+    def __init__(self, scorer: DocumentScorer, texts: Sequence[str], separator: str = "") -> None:
         self.scorer = scorer
-        ids = scorer.loaded.tokenizer(PREFIX_JOIN.join(texts), add_special_tokens=False)
-        bos = scorer.loaded.tokenizer.bos_token_id
-        prefix = ([bos] if scorer.scoring.prepend_bos and bos is not None else []) + list(
-            ids["input_ids"]
-        )
+        prefix = prefix_ids(scorer, texts, separator)
         self.length = len(prefix)
         model = scorer.loaded.model
         inputs = torch.tensor([prefix], device=scorer.loaded.device)
@@ -66,30 +73,23 @@ class PrefixCache:
 
     @torch.inference_mode()
     def log_likelihoods(self, documents: Sequence[EncodedDocument]) -> list[float | None]:
-        """Mean log p of each document's ``input_ids[1:]`` after the prefix (None: nothing
-        scored, or scored with sliding windows)."""
+        """Mean log p of each document's ids after the prefix, all of them (None: a document
+        with no unconditional likelihood to compare with, or scored with sliding windows)."""
         scorer = self.scorer
         result: list[float | None] = [None] * len(documents)
         usable = [i for i, d in enumerate(documents) if d.n_scored > 0 and d.status != WINDOWED]
-        # Fed after the prefix: the document without its own BOS (the prefix has one).
-        fed = {i: self._fed(documents[i]) for i in usable}
         budget = max(scorer.batch_tokens - self.length, 1)
         for batch in plan_batches(
-            [len(fed[i]) for i in usable], batch_tokens=budget, max_batch_size=scorer.max_rows
-        ):
+            [len(documents[i].input_ids) for i in usable], batch_tokens=budget,
+            max_batch_size=scorer.max_rows,
+        ):  # fmt: skip
             indices = [usable[j] for j in batch]
-            means = self._batch([fed[i] for i in indices], [documents[i] for i in indices])
+            means = self._batch([list(documents[i].input_ids) for i in indices])
             for index, mean in zip(indices, means, strict=True):
                 result[index] = mean
         return result
 
-    def _fed(self, document: EncodedDocument) -> list[int]:
-        ids = list(document.input_ids)
-        bos = self.scorer.loaded.tokenizer.bos_token_id
-        starts_with_bos = self.scorer.scoring.prepend_bos and bos is not None and ids[0] == bos
-        return ids[1:] if starts_with_bos else ids
-
-    def _batch(self, fed: list[list[int]], documents: list[EncodedDocument]) -> list[float]:
+    def _batch(self, fed: list[list[int]]) -> list[float]:
         scorer, device = self.scorer, self.scorer.loaded.device
         n, width = len(fed), max(len(ids) for ids in fed)
         ids = torch.full((n, width), scorer.pad_id, dtype=torch.long)
@@ -110,18 +110,15 @@ class PrefixCache:
             states = scorer.loaded.model(**inputs).logits
         flat = torch.cat([states.flatten(0, 1), self.last.to(states.dtype)])
         prefix_row = flat.shape[0] - 1
-        # Which row predicts each target: the prefix's last for a document's first fed token
-        # when the document's own BOS was dropped, else the previous fed position.
-        rows, targets, counts = [], [], []
-        for row, (sequence, document) in enumerate(zip(fed, documents, strict=True)):
-            first = len(sequence) - document.n_scored  # 0: its first fed token is a target
-            rows += ([prefix_row] if first == 0 else []) + [
-                row * width + t - 1 for t in range(max(first, 1), len(sequence))
-            ]
-            targets += sequence[first:]
-            counts.append(document.n_scored)
+        # Each document's first id is predicted by the prefix's last position, every later
+        # one by the document's previous position.
+        rows = [
+            index
+            for row, sequence in enumerate(fed)
+            for index in [prefix_row, *(row * width + t for t in range(len(sequence) - 1))]
+        ]
         index = torch.tensor(rows, device=flat.device)
-        target = torch.tensor(targets, device=flat.device)
+        target = torch.tensor([token for sequence in fed for token in sequence], device=flat.device)
         if scorer.head is not None:
             stats = head_token_stats(scorer.head, flat.index_select(0, index), target, scorer.tiles)
         else:
@@ -130,6 +127,7 @@ class PrefixCache:
                 row_chunk=scorer.tiles.row_chunk, vocab_chunk=scorer.tiles.vocab_chunk,
             )  # fmt: skip
         logprob = stats.target_logprob.double().cpu().numpy()
+        counts = [len(sequence) for sequence in fed]
         return [float(part.mean()) for part in np.split(logprob, np.cumsum(counts)[:-1])]
 
 
@@ -153,7 +151,9 @@ class ReCaLL:
     ) -> list[float | None]:
         """LL(x | P_nonmember) of each document."""
         if self.prefix is None:
-            self.prefix = PrefixCache(scorer, self.baselines.recall_prefix)
+            self.prefix = PrefixCache(
+                scorer, self.baselines.recall_prefix, self.baselines.recall_separator
+            )
         return self.prefix.log_likelihoods(documents)
 
     def __call__(
@@ -175,7 +175,9 @@ class ConReCaLL(ReCaLL):
         self, scorer: DocumentScorer, documents: Sequence[EncodedDocument], base_loss: pl.Series
     ) -> pl.DataFrame:
         if self.member_prefix is None:
-            self.member_prefix = PrefixCache(scorer, self.baselines.conrecall_member_prefix)
+            self.member_prefix = PrefixCache(
+                scorer, self.baselines.conrecall_member_prefix, self.baselines.recall_separator
+            )
         nonmember = self.conditional(scorer, documents)
         member = self.member_prefix.log_likelihoods(documents)
         gamma = self.baselines.conrecall_gamma

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 from typing import Any
 
 from minkscan.commands.common import for_key
 from minkscan.errors import UserError
 
-# Prefix texts taken from a source unless --recall-shots says otherwise (the papers use a
-# handful; each costs attention over its tokens for every document).
-DEFAULT_SHOTS = 3
+# The authors' defaults (ruoyuxie/recall and CON-RECALL `options.py`, `run.py`): 12 shots,
+# drawn by shuffling the known texts after seeding Python's `random` with 42.
+DEFAULT_SHOTS = 12
+DEFAULT_SEED = 42
 
 
 def add_prefix_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,12 +41,31 @@ def add_prefix_arguments(parser: argparse.ArgumentParser) -> None:
         "--recall-shots",
         type=int,
         default=DEFAULT_SHOTS,
-        help=f"texts in each prefix (default: {DEFAULT_SHOTS})",
+        help=f"texts in each prefix (default: {DEFAULT_SHOTS}, as the authors): a source "
+        "holding more is shuffled with --recall-seed and its first ones taken; one holding "
+        "this many or fewer is used whole, in its order",
+    )
+    parser.add_argument(
+        "--recall-seed",
+        type=int,
+        default=DEFAULT_SEED,
+        help=f"seed of the shot choice (default: {DEFAULT_SEED}, as the authors)",
     )
 
 
-def _texts(path: str, key: str, shots: int) -> list[str]:
-    """The first ``shots`` texts of a calibration JSON's ``key`` list or of a text file."""
+def choose_shots(texts: list[str], shots: int, seed: int) -> list[str]:
+    """``texts`` whole when they are ``shots`` or fewer, else the first ``shots`` after a
+    shuffle seeded with ``seed`` (the authors' `random.shuffle` then slice)."""
+    if len(texts) <= shots:
+        return texts
+    shuffled = list(texts)
+    random.Random(seed).shuffle(shuffled)
+    return shuffled[:shots]
+
+
+def _texts(path: str, key: str, shots: int, seed: int) -> list[str]:
+    """``shots`` texts (`choose_shots`) of a calibration JSON's ``key`` list or of a text
+    file."""
     from minkscan.io.paths import read_text
 
     try:
@@ -65,7 +86,7 @@ def _texts(path: str, key: str, shots: int) -> list[str]:
         texts = [part.strip() for part in raw.split("\n\n") if part.strip()]
         if not texts:
             raise UserError(f"{path} holds no text")
-    return texts[:shots]
+    return choose_shots(texts, shots, seed)
 
 
 def prefix_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -75,10 +96,10 @@ def prefix_flags(args: argparse.Namespace) -> dict[str, Any]:
     flags: dict[str, Any] = {}
     if args.recall_prefix_from:
         flags["baselines.recall_prefix"] = _texts(
-            args.recall_prefix_from, "nonmember_texts", args.recall_shots
+            args.recall_prefix_from, "nonmember_texts", args.recall_shots, args.recall_seed
         )
     if args.conrecall_from:
         flags["baselines.conrecall_member_prefix"] = _texts(
-            args.conrecall_from, "member_texts", args.recall_shots
+            args.conrecall_from, "member_texts", args.recall_shots, args.recall_seed
         )
     return flags

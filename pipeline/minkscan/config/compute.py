@@ -123,10 +123,16 @@ class ScoringConfig(Section):
     dcpdd_frequencies: str | None = Field(
         None,
         description="Token-frequency file of a reference corpus (`minkscan frequencies`, local "
-        "or s3://); when set, the same pass also scores DC-PDD (column dcpdd).",
+        "or s3://); when set, the same pass also scores DC-PDD and AECA (columns dcpdd, aeca).",
     )
     dcpdd_clip: float = Field(
         0.01, gt=0, description="DC-PDD: upper bound of each token's calibrated term (a)."
+    )
+    aeca_lambda: float = Field(
+        1.0,
+        ge=0,
+        description="AECA: weight of the NLL stream's spread (its authors sweep 1..10 against "
+        "the labels; 1 is the lowest, and Fast-MIA's default).",
     )
     token_scores: bool = Field(
         False,
@@ -194,9 +200,9 @@ class BaselinesConfig(Section):
     neighbor_seed: int = 0
     recall_prefix: list[str] = Field(
         default_factory=list,
-        description="ReCaLL: known non-member texts whose joined prefix conditions every "
-        "document (empty = off); `--recall-prefix-from` reads them from a calibration or a "
-        "text file.",
+        description="ReCaLL: known non-member texts whose concatenation conditions every "
+        "document, in this order (empty = off); `--recall-prefix-from` picks them from a "
+        "calibration or a text file.",
     )
     conrecall_member_prefix: list[str] = Field(
         default_factory=list,
@@ -205,12 +211,26 @@ class BaselinesConfig(Section):
     )
     gradnorm: bool = Field(
         False,
-        description="GradNorm: minus the mean parameter-gradient norm of each document's loss; "
-        "one backward pass per document on a float32 target replica in its own stage.",
+        description="GradNorm: minus the mean parameter-gradient norm (gradnorm_p) of each "
+        "document's loss; one backward pass per document on a float32 target replica in its "
+        "own stage.",
     )
     gradnorm_num_actors: int = Field(1, ge=1, description="GradNorm replicas.")
+    gradnorm_p: Literal[1, 2, "inf"] = Field(
+        "inf",
+        description="GradNorm: the norm of each parameter tensor's gradient; 'inf' as MIMIR "
+        "(1 and 2 are deviations).",
+    )
     conrecall_gamma: float = Field(
-        0.5, ge=0, description="Con-ReCall: weight of the member-prefix likelihood."
+        0.5,
+        ge=0,
+        description="Con-ReCall: weight of the member-prefix likelihood (the authors sweep "
+        "0.1-1.0 and report the best; 0.5 is the middle of that sweep).",
+    )
+    recall_separator: str = Field(
+        "",
+        description="ReCaLL/Con-ReCall: text between the shots of a prefix. '' concatenates "
+        "them as the authors' code does; anything else is a deviation.",
     )
 
     @field_validator("reference_gpus_per_actor")

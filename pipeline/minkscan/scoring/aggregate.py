@@ -10,6 +10,7 @@ Every score is oriented so that higher means "more likely a member":
                          (log p - log p_top1) / sigma                     (Gap-K%)
     minkpp_mu_k{P}       ... of (log p - mu)          (ablation: no sigma normalisation)
     minkpp_sigma_k{P}    ... of log p / sigma         (ablation: no mu calibration)
+    dcpdd, aeca          from log p and reference-corpus token frequencies (see below)
 
 with k = max(1, floor(P / 100 * n)), n the number of scored tokens (of smoothed values for
 Gap-K%: n - w + 1 moving averages, or the n raw values when n < w, as the authors' code).
@@ -32,6 +33,11 @@ from minkscan.config import ScoringConfig
 from minkscan.methods import Method
 from minkscan.scoring.token_stats import TokenStats
 from minkscan.text.frequencies import ReferenceFrequencies
+
+
+# AECA's self-information for a token id the frequency file does not cover (its authors'
+# `default_i_ref`).
+AECA_UNSEEN_INFORMATION = 0.5
 
 
 def zlib_length(text: str) -> int:
@@ -110,6 +116,7 @@ class Documents:
     target_ids: np.ndarray | None = None
     reference: ReferenceFrequencies | None = None
     dcpdd_clip: float | None = None
+    aeca_lambda: float | None = None
 
     @property
     def device(self) -> torch.device:
@@ -168,6 +175,37 @@ class Documents:
         counts = np.bincount(doc_first, minlength=lengths.size)
         means = sums / _on(np.maximum(counts, 1), device)
         return torch.where(_on(counts, device) > 0, means, float("nan"))
+
+    def aeca(self) -> torch.Tensor:
+        """AECA, as its authors' `evaluate_aeca` computes it: the potential stream
+        phi_t = p(x_t) * I_ref(x_t), with I_ref = -log p_ref from the token-frequency file
+        (0.5 for an id past its vocabulary, as their code), high-passed into
+        s_t = phi_t - phi_{t+1} (s_n = phi_n); the score is std(s) - lambda * std(-log p),
+        population standard deviations, higher = member. Temperature 1, as their code
+        calls it, so the main pass's log p is all it needs."""
+        assert self.target_ids is not None and self.reference is not None, "AECA needs ids"
+        assert self.aeca_lambda is not None, "AECA needs its lambda"
+        ids = np.asarray(self.target_ids, dtype=np.int64)
+        inside = ids < self.reference.log_p.size
+        information = np.where(
+            inside, -self.reference.log_p[np.where(inside, ids, 0)], AECA_UNSEEN_INFORMATION
+        )
+        lengths = _on(self.lengths, self.device)
+        valid = torch.arange(int(self.lengths.max(initial=0)), device=self.device)[None, :]
+        valid = valid < lengths[:, None]
+        logprob = self.padded(self.stats.target_logprob)
+        potential = logprob.exp() * self.padded(torch.from_numpy(information).to(self.device))
+        potential = torch.where(valid, potential, 0.0)
+        following = torch.nn.functional.pad(potential[:, 1:], (0, 1))  # zero after the last
+        spectrum = torch.where(valid, potential - following, 0.0)
+
+        def std(values: torch.Tensor) -> torch.Tensor:
+            n = lengths.clamp_min(1).to(torch.float64)
+            mean = values.sum(1) / n
+            return (torch.where(valid, values - mean[:, None], 0.0).square().sum(1) / n).sqrt()
+
+        scores = std(spectrum) - self.aeca_lambda * std(torch.where(valid, -logprob, 0.0))
+        return torch.where(lengths > 0, scores, float("nan"))
 
 
 def document_scores(

@@ -130,6 +130,7 @@ class PendingScores:
             ),
             reference=scorer.reference,
             dcpdd_clip=scorer.scoring.dcpdd_clip,
+            aeca_lambda=scorer.scoring.aeca_lambda,
         )  # fmt: skip
         scores = document_scores(documents, scorer.methods, scorer.scoring)
         return torch.stack([scores[name] for name in scorer.columns], dim=1)
