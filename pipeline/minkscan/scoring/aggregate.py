@@ -34,7 +34,6 @@ from minkscan.methods import Method
 from minkscan.scoring.token_stats import TokenStats
 from minkscan.text.frequencies import ReferenceFrequencies
 
-
 # AECA's self-information for a token id the frequency file does not cover (its authors'
 # `default_i_ref`).
 AECA_UNSEEN_INFORMATION = 0.5
