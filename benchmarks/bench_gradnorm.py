@@ -27,6 +27,7 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m")
     args = parser.parse_args()
 
+    from minkscan.baselines.batch import RunnerBatch
     from minkscan.baselines.gradnorm import GradNorm
     from minkscan.config import BaselinesConfig, ModelConfig, ScoringConfig
     from minkscan.models.loading import load_model
@@ -41,7 +42,7 @@ def main() -> None:
     gradnorm = GradNorm(BaselinesConfig(gradnorm=True))
 
     plain = best_of(args.repeats, lambda: scorer.score_documents(documents))
-    gradient = best_of(args.repeats, lambda: gradnorm(scorer, documents, base_loss))
+    gradient = best_of(args.repeats, lambda: gradnorm(scorer, RunnerBatch(documents, base_loss)))
     tokens = sum(d.n_scored for d in documents)
     threads = torch.get_num_threads()
     print(f"{args.model} float32, {len(documents)} documents ({tokens} scored tokens), "

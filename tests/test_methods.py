@@ -31,8 +31,9 @@ def test_single_pass_columns_come_from_the_registry_in_its_order() -> None:
                        "gapk_k10", "gapk_k20", "minkpp_mu_k20", "minkpp_sigma_k20"]  # fmt: skip
     assert all(method_of(c).extra_pass is None for c in columns)
     with_dcpdd = single_pass_columns(ScoringConfig(dcpdd_frequencies="freq.parquet"))
-    assert "dcpdd" in with_dcpdd and "dcpdd" not in columns
-    extra = {"lowercase", "neighbor", "ref", "recall", "conrecall", "gradnorm"}
+    assert {"dcpdd", "aeca"} <= set(with_dcpdd) and "dcpdd" not in columns
+    extra = {"lowercase", "neighbor", "ref", "recall", "conrecall", "gradnorm", "pac", "wbc",
+             "samia"}  # fmt: skip
     assert {m.key for m in METHODS if m.extra_pass} == extra
 
 

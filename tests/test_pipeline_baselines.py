@@ -9,7 +9,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from minkscan.baselines.batch import RunnerBatch
 from minkscan.baselines.extra_pass import lowercase_scores, neighbor_scores, reference_scores
+from minkscan.baselines.pac import PAC
+from minkscan.baselines.samia import SaMIA
+from minkscan.baselines.wbc import WBC
+from minkscan.cli import main
 from minkscan.config import build_config
 from minkscan.distributed.runner import run_scoring
 from minkscan.io.scores import OutputError
@@ -129,3 +134,50 @@ def test_resuming_with_other_baselines_fails_before_scoring_and_names_the_column
     assert "baselines.lowercase: False -> True" in str(refused.value)
     assert "lowercase_n_tokens'" in str(refused.value)  # the columns it would add
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == written
+
+
+def test_pac_wbc_and_samia_run_as_stages_with_the_in_process_values(
+    tiny_llama_dir, tiny_gpt2_dir, tmp_path
+):
+    """Through the CLI: PAC and SaMIA on the scoring actors, WBC on the reference's (reading
+    the main pass's per-token log p, which never reach the score files)."""
+    texts = TEXTS[:3] + ["", "A"]
+    ids = IDS[: len(texts)]
+    pl.DataFrame({"id": ids, "text": texts}).write_parquet(tmp_path / "in.parquet")
+    code = main(["score", "--input", str(tmp_path / "in.parquet"), "--output",
+                 str(tmp_path / "out"), "--model", str(tiny_llama_dir), "--set",
+                 f"baselines.reference_model={tiny_gpt2_dir}", "--set", "baselines.pac=true",
+                 "--set", "baselines.wbc=true",
+                 "--set", "baselines.samia=true", "--set", "baselines.samia_samples=2",
+                 "--set", "baselines.samia_max_length=48",
+                 "--set", "ray.block_rows=2"])  # fmt: skip
+    assert code == 0
+    scores = pl.read_parquet(str(tmp_path / "out" / "part-*.parquet")).sort("id")
+    assert {"pac", "wbc", "samia", "samia_generated_tokens"} <= set(scores.columns)
+    assert not any(name.startswith("_") for name in scores.columns)
+
+    config = build_config({}, {"model.name": str(tiny_llama_dir), "baselines": {
+        "pac": True, "wbc": True, "samia": True, "samia_samples": 2, "samia_max_length": 48,
+        "reference_model": str(tiny_gpt2_dir)}})  # fmt: skip
+    target = DocumentScorer(load_model(config.model), config.scoring)
+    reference = DocumentScorer(load_model(config.baselines.reference_model), config.scoring)
+    documents = target.encode(texts)
+    loss = pl.Series(target.score_documents(documents)["loss"], dtype=pl.Float64)
+    main_pass = RunnerBatch(documents, loss)
+    references = RunnerBatch(reference.encode(texts), loss,
+                             target_logprobs=main_pass.logprobs(target))  # fmt: skip
+    expected = {
+        "pac": PAC(config.baselines)(target, main_pass)["pac"],
+        "samia": SaMIA(config.baselines)(target, main_pass)["samia"],
+        "wbc": WBC(config.baselines)(reference, references)["wbc"],
+    }
+    for column, want in expected.items():
+        got = scores[column].to_list()
+        assert [g is None for g in got] == [w is None for w in want], column
+        assert got == pytest.approx(want.to_list(), abs=1e-6), column
+    assert scores["pac"][3] is None and scores["wbc"][4] is None  # empty; nothing for gpt2
+    manifest = json.loads((tmp_path / "out" / "_manifest.json").read_text())
+    assert manifest["summary"]["forward_passes"] == {
+        "single-pass methods": 1, "PAC": 5, "SaMIA": 2, f"Ref ({tiny_gpt2_dir})": 1,
+        f"WBC ({tiny_gpt2_dir})": 0,
+    }  # fmt: skip

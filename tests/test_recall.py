@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 import torch
 from helpers import score, scores
+from minkscan.baselines.batch import RunnerBatch
 from minkscan.baselines.recall import ConReCaLL, PrefixCache, ReCaLL
 from minkscan.commands.prefixes import choose_shots
 from minkscan.config import BaselinesConfig, ModelConfig, ScoringConfig
@@ -68,9 +69,10 @@ def cached_scores(loaded, texts: list[str], **baselines) -> dict[str, list[float
                              **baselines)  # fmt: skip
     documents = scorer.encode(texts)
     base_loss = pl.Series(scorer.score_documents(documents)["loss"], dtype=pl.Float64)
+    batch = RunnerBatch(documents, base_loss)
     return {
-        "recall": ReCaLL(config)(scorer, documents, base_loss)["recall"].to_list(),
-        "conrecall": ConReCaLL(config)(scorer, documents, base_loss)["conrecall"].to_list(),
+        "recall": ReCaLL(config)(scorer, batch)["recall"].to_list(),
+        "conrecall": ConReCaLL(config)(scorer, batch)["conrecall"].to_list(),
     }
 
 

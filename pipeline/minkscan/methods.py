@@ -47,7 +47,9 @@ class Method:
     called with (scorer, texts, base loss) per batch, on the target model's actors or, for
     ``on="reference"`` or ``"gradnorm"``, on that stage's own model. It declares its
     ``companions`` (detail columns written after its score, never scores themselves), its
-    forward ``passes`` per document and the ``source`` model(s) making them."""
+    forward ``passes`` per document (0: it reads another method's pass; generations for
+    SaMIA), the ``source`` model(s) making them, and whether it ``reads_target_logprobs``
+    (the main pass's per-token log p, which the scoring stage then passes on to it)."""
 
     key: str
     title: str
@@ -65,6 +67,7 @@ class Method:
     companions: tuple[str, ...] = ()
     passes: Callable[[BaselinesConfig], int] = lambda _: 1
     source: Callable[[BaselinesConfig, str], str] | None = None
+    reads_target_logprobs: bool = False
 
     def columns(self, k_percentages: Sequence[int], ablation_k_percentages: Sequence[int]):
         """This method's score columns for the given k values."""
@@ -98,6 +101,9 @@ class Method:
 _BASELINES = "minkscan.baselines.extra_pass"
 _RECALL = "minkscan.baselines.recall"
 _GRADNORM = "minkscan.baselines.gradnorm"
+_PAC = "minkscan.baselines.pac"
+_WBC = "minkscan.baselines.wbc"
+_SAMIA = "minkscan.baselines.samia"
 
 
 def neighbor_source(target_model: str, masked_lm: str | None) -> str:
@@ -179,6 +185,37 @@ METHODS: tuple[Method, ...] = (
         reference="- mean parameter-gradient norm of the loss (as MIMIR, Duan et al. 2024)",
     ),
     Method(
+        "pac",
+        "PAC",
+        extra_pass="pac",
+        run=f"{_PAC}:PAC",
+        passes=lambda b: b.pac_augmentations,  # the original's log p is the main pass's
+        reference="mean polarized distance of N word-swapped copies minus the document's "
+        "(Ye et al., ACL Findings 2024; yyy01/PAC)",
+    ),
+    Method(
+        "wbc",
+        "WBC",
+        extra_pass="wbc",
+        run=f"{_WBC}:WBC",
+        on="reference",
+        passes=lambda _: 0,  # reads the main pass's and Ref's per-token log p
+        reads_target_logprobs=True,
+        source=lambda b, _: b.reference_model.name,
+        reference="mean over window sizes of the share of windows where the reference's "
+        "loss sum exceeds the target's (window-based comparison; Fast-MIA)",
+    ),
+    Method(
+        "samia",
+        "SaMIA",
+        extra_pass="samia",
+        run=f"{_SAMIA}:SaMIA",
+        companions=("samia_generated_tokens",),
+        passes=lambda b: b.samia_samples,  # generations, each a prefill and decoding steps
+        reference="mean ROUGE-1 recall of sampled continuations of the first half against "
+        "the second (Kaneko et al. 2024; nlp-titech/samia)",
+    ),
+    Method(
         "mink",
         "Min-K%",
         "k_percentages",
@@ -247,6 +284,15 @@ def method_named(key: str) -> Method:
 def extra_pass_methods(baselines: BaselinesConfig) -> list[Method]:
     """The extra-pass methods ``baselines`` enables, in registry order."""
     return [m for m in METHODS if m.extra_pass and getattr(baselines, m.extra_pass)]
+
+
+def reads_target_logprobs(baselines: BaselinesConfig, on: str | None = None) -> bool:
+    """Whether an enabled extra-pass method (run on ``on``'s actors, or any) reads the main
+    pass's per-token log p."""
+    return any(
+        m.reads_target_logprobs and (on is None or m.on == on)
+        for m in extra_pass_methods(baselines)
+    )
 
 
 def baseline_columns(baselines: BaselinesConfig) -> list[str]:

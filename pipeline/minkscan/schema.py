@@ -32,6 +32,7 @@ PRESET_STATUS = "_status"  # a status decided when the row was read (bad encodin
 INPUT_IDS = "_input_ids"  # token ids, tokenizer to model
 SPAN_START, SPAN_END = "_span_start", "_span_end"  # token spans, tokenizer to model
 SECONDS_PREFIX = "_seconds_"  # a row's share of a forward pass's compute seconds
+TARGET_LOGPROBS = "_target_logprobs"  # per-token log p of the main pass, for WBC
 
 # A document's status: whether and how it was scored.
 OK = "ok"

@@ -1,2 +1,3 @@
-"""Extra-pass baselines (Lowercase, Ref, Neighbor): more forward passes per document, built on
-the scorer; the distributed pipeline runs them as stages and benchmarks tabulate them."""
+"""Extra-pass methods (Lowercase, Ref, Neighbor, ReCaLL, Con-ReCall, GradNorm, PAC, WBC,
+SaMIA): more forward passes, backward passes or generations per document, built on the
+scorer; the distributed pipeline runs them as stages and benchmarks tabulate them."""

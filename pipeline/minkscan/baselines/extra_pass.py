@@ -8,9 +8,10 @@ All compare against the main pass's ``loss`` column (mean log p, higher = member
 
 so, like every score here, higher means "more likely a member". Each has a runner class
 (`Lowercase`, `Ref`, `Neighbor`) that the registry (`minkscan.methods`) names; the model
-stages build it once per actor and call it per batch with the batch's documents, already
-encoded by that actor's tokenizer (the scoring actor's own, so the target-model runners do
-not tokenise again). Column names come from the registry.
+stages build it once per actor and call it per batch with a `RunnerBatch`: the batch's
+documents, already encoded by that actor's tokenizer (the scoring actor's own, so the
+target-model runners do not tokenise again), and the main pass's loss. Column names come
+from the registry.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from minkscan.baselines.batch import RunnerBatch
 from minkscan.config import BaselinesConfig
 from minkscan.methods import method_named, neighbor_source
 from minkscan.schema import N_TOKENS
@@ -211,10 +213,8 @@ class Lowercase:
     def __init__(self, baselines: BaselinesConfig) -> None:
         del baselines  # no settings
 
-    def __call__(
-        self, scorer: DocumentScorer, documents: Sequence[EncodedDocument], base_loss: pl.Series
-    ) -> pl.DataFrame:
-        return lowercase_scores(scorer, documents, base_loss)
+    def __call__(self, scorer: DocumentScorer, batch: RunnerBatch) -> pl.DataFrame:
+        return lowercase_scores(scorer, batch.documents, batch.base_loss)
 
 
 class Neighbor:
@@ -225,24 +225,21 @@ class Neighbor:
         name = baselines.neighbor_model
         self.masked_lm = None if name is None else load_masked_lm(name)
 
-    def __call__(
-        self, scorer: DocumentScorer, documents: Sequence[EncodedDocument], base_loss: pl.Series
-    ) -> pl.DataFrame:
+    def __call__(self, scorer: DocumentScorer, batch: RunnerBatch) -> pl.DataFrame:
         baselines = self.baselines
         return neighbor_scores(
-            scorer, documents, base_loss, n_neighbors=baselines.neighbors,
+            scorer, batch.documents, batch.base_loss, n_neighbors=baselines.neighbors,
             fraction=baselines.neighbor_fraction, seed=baselines.neighbor_seed,
             masked_lm=self.masked_lm,
         )  # fmt: skip
 
 
 class Ref:
-    """The `ref` runner: on the reference model's actors (their scorer is the reference's)."""
+    """The `ref` runner: on the reference model's actors (their scorer is the reference's;
+    its pass over the batch is the one WBC reads too)."""
 
     def __init__(self, baselines: BaselinesConfig) -> None:
         del baselines  # the reference model is the actor's
 
-    def __call__(
-        self, scorer: DocumentScorer, documents: Sequence[EncodedDocument], base_loss: pl.Series
-    ) -> pl.DataFrame:
-        return reference_scores(scorer, documents, base_loss)
+    def __call__(self, scorer: DocumentScorer, batch: RunnerBatch) -> pl.DataFrame:
+        return _difference(batch.base_loss, batch.scores(scorer), "ref")

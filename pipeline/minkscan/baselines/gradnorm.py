@@ -20,11 +20,11 @@ that runs it (`minkscan.distributed.stages.GradNormStage`) reports its seconds.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import polars as pl
 import torch
 
+from minkscan.baselines.batch import RunnerBatch
 from minkscan.config import BaselinesConfig
 from minkscan.methods import method_named
 from minkscan.schema import WINDOWED
@@ -63,13 +63,10 @@ class GradNorm:
     def __init__(self, baselines: BaselinesConfig) -> None:
         self.p = norm_order(baselines.gradnorm_p)
 
-    def __call__(
-        self, scorer: DocumentScorer, documents: Sequence[EncodedDocument], base_loss: pl.Series
-    ) -> pl.DataFrame:
-        del base_loss  # GradNorm is absolute
+    def __call__(self, scorer: DocumentScorer, batch: RunnerBatch) -> pl.DataFrame:
         (column,) = method_named("gradnorm").output_columns
         scores = [
             None if document.status == WINDOWED else gradient_norm(scorer, document, self.p)
-            for document in documents
+            for document in batch.documents
         ]
         return pl.DataFrame({column: scores}, schema={column: pl.Float64})

@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 import torch
 
+from minkscan.baselines.batch import RunnerBatch
 from minkscan.config import BaselinesConfig
 from minkscan.methods import method_named
 from minkscan.models.forward import head_token_stats
@@ -156,11 +157,9 @@ class ReCaLL:
             )
         return self.prefix.log_likelihoods(documents)
 
-    def __call__(
-        self, scorer: DocumentScorer, documents: Sequence[EncodedDocument], base_loss: pl.Series
-    ) -> pl.DataFrame:
+    def __call__(self, scorer: DocumentScorer, batch: RunnerBatch) -> pl.DataFrame:
         (column,) = method_named("recall").output_columns
-        scores = _ratio(self.conditional(scorer, documents), base_loss)
+        scores = _ratio(self.conditional(scorer, batch.documents), batch.base_loss)
         return pl.DataFrame({column: scores}, schema={column: pl.Float64})
 
 
@@ -171,9 +170,8 @@ class ConReCaLL(ReCaLL):
         super().__init__(baselines)
         self.member_prefix: PrefixCache | None = None
 
-    def __call__(
-        self, scorer: DocumentScorer, documents: Sequence[EncodedDocument], base_loss: pl.Series
-    ) -> pl.DataFrame:
+    def __call__(self, scorer: DocumentScorer, batch: RunnerBatch) -> pl.DataFrame:
+        documents = batch.documents
         if self.member_prefix is None:
             self.member_prefix = PrefixCache(
                 scorer, self.baselines.conrecall_member_prefix, self.baselines.recall_separator
@@ -186,4 +184,5 @@ class ConReCaLL(ReCaLL):
             for n, m in zip(nonmember, member, strict=True)
         ]
         (column,) = method_named("conrecall").output_columns
-        return pl.DataFrame({column: _ratio(contrast, base_loss)}, schema={column: pl.Float64})
+        scores = _ratio(contrast, batch.base_loss)
+        return pl.DataFrame({column: scores}, schema={column: pl.Float64})

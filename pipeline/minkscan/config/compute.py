@@ -227,6 +227,43 @@ class BaselinesConfig(Section):
         description="Con-ReCall: weight of the member-prefix likelihood (the authors sweep "
         "0.1-1.0 and report the best; 0.5 is the middle of that sweep).",
     )
+    pac: bool = Field(
+        False,
+        description="PAC: the mean polarized distance of pac_augmentations word-swapped copies "
+        "minus the document's; that many extra passes.",
+    )
+    pac_augmentations: int = Field(5, ge=1, description="PAC: copies per document (N).")
+    pac_alpha: float = Field(
+        0.3, gt=0, le=1, description="PAC: word swaps per copy, as a share of the words."
+    )
+    pac_seed: int = Field(0, description="PAC: seed of the swaps (per document and text).")
+    wbc: bool = Field(
+        False,
+        description="WBC: windows where the reference model's loss exceeds the target's; needs "
+        "reference_model, and costs no pass beyond Ref's.",
+    )
+    wbc_windows: list[int] = Field(
+        default_factory=lambda: [1, 5, 10, 20], description="WBC: window sizes, in tokens."
+    )
+    samia: bool = Field(
+        False,
+        description="SaMIA: sample continuations of each document's first half and compare "
+        "them with its second (ROUGE-1 recall); generation, off by default.",
+    )
+    samia_samples: int = Field(10, ge=1, description="SaMIA: continuations per document.")
+    samia_prefix_ratio: float = Field(
+        0.5, gt=0, lt=1, description="SaMIA: share of the words given as the prompt."
+    )
+    samia_max_length: int = Field(
+        1024,
+        ge=2,
+        description="SaMIA: tokens of prompt plus continuation, as the authors' generate "
+        "(max_length=1024); a smaller value is a deviation that saves time.",
+    )
+    samia_zlib: bool = Field(
+        False, description="SaMIA: weight each recall by its continuation's zlib length."
+    )
+    samia_seed: int = Field(0, description="SaMIA: seed of the sampling (per document).")
     recall_separator: str = Field(
         "",
         description="ReCaLL/Con-ReCall: text between the shots of a prefix. '' concatenates "
@@ -249,4 +286,10 @@ class BaselinesConfig(Section):
             raise ValueError("neighbor_model is set but neighbors is 0")
         if self.conrecall_member_prefix and not self.recall_prefix:
             raise ValueError("conrecall_member_prefix needs recall_prefix (non-member texts)")
+        if self.wbc and self.reference_model is None:
+            raise ValueError("wbc needs reference_model (it compares the two models' losses)")
+        if any(size < 1 for size in self.wbc_windows) or not self.wbc_windows:
+            raise ValueError(
+                f"wbc_windows must be window sizes of at least 1, got {self.wbc_windows}"
+            )
         return self

@@ -21,7 +21,12 @@ from minkscan.config import ConfigError, ScanConfig
 from minkscan.distributed.pieces import commit_scores, read_pieces
 from minkscan.distributed.spec import StageSpec
 from minkscan.io.inputs import DESCRIPTOR, Piece, piece_descriptor
-from minkscan.methods import LOSS, extra_pass_methods, single_pass_columns
+from minkscan.methods import (
+    LOSS,
+    extra_pass_methods,
+    reads_target_logprobs,
+    single_pass_columns,
+)
 from minkscan.schema import (
     ID,
     INPUT_IDS,
@@ -33,6 +38,7 @@ from minkscan.schema import (
     SPAN_END,
     SPAN_START,
     STATUS,
+    TARGET_LOGPROBS,
     TEXT,
     TOKEN_COLUMNS,
 )
@@ -147,7 +153,10 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
                 *(TOKEN_COLUMNS if scoring.token_scores else ()),
                 *_model_columns(config, "target"),
             ),
-            gives=(TEXT,) if passes_text else (),
+            gives=(
+                *((TEXT,) if passes_text else ()),
+                *((TARGET_LOGPROBS,) if reads_target_logprobs(baselines) else ()),
+            ),
         ),
     ]
     if baselines.gradnorm:
@@ -195,7 +204,11 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
                 gpus=gpus,
                 batch_rows=ray_config.block_rows,
                 pool=(baselines.reference_num_actors, baselines.reference_num_actors),
-                takes=(TEXT, LOSS),
+                takes=(
+                    TEXT,
+                    LOSS,
+                    *((TARGET_LOGPROBS,) if reads_target_logprobs(baselines, "reference") else ()),
+                ),  # fmt: skip
                 adds=_model_columns(config, "reference"),
             )
         )

@@ -11,14 +11,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from minkscan.baselines.batch import RunnerBatch
 from minkscan.config import BaselinesConfig, ModelConfig, ScoringConfig
 from minkscan.distributed.pieces import seconds_column
-from minkscan.methods import LOSS, MAIN_PASS, extra_pass_methods
+from minkscan.methods import LOSS, MAIN_PASS, extra_pass_methods, reads_target_logprobs
 from minkscan.models.loading import load_model, load_tokenizer
 from minkscan.schema import (
     INPUT_IDS,
@@ -27,6 +29,7 @@ from minkscan.schema import (
     SPAN_END,
     SPAN_START,
     STATUS,
+    TARGET_LOGPROBS,
     TEXT,
     TOKEN_COLUMNS,
     arrow_type,
@@ -98,14 +101,13 @@ def _extra_passes(
     table: pa.Table,
     runners: list[tuple[str, Callable[..., pl.DataFrame]]],
     scorer: DocumentScorer,
-    documents: list[EncodedDocument],
-    base_loss: pl.Series,
+    batch: RunnerBatch,
 ) -> pa.Table:
-    """``table`` with each runner's columns and its seconds, in order. ``documents`` are
-    encoded by ``scorer``'s tokenizer."""
+    """``table`` with each runner's columns and its seconds, in order. ``batch.documents``
+    are encoded by ``scorer``'s tokenizer."""
     for key, run in runners:
         started = time.perf_counter()
-        columns = run(scorer, documents, base_loss)
+        columns = run(scorer, batch)
         table = _with_seconds(_with_columns(table, columns), key, started)
     return table
 
@@ -113,6 +115,11 @@ def _extra_passes(
 def _runners(baselines: BaselinesConfig, on: str) -> list[tuple[str, Callable[..., Any]]]:
     """(key, runner) of each enabled extra-pass method run on the ``on`` model's actors."""
     return [(m.key, m.runner(baselines)) for m in extra_pass_methods(baselines) if m.on == on]
+
+
+def _target_logprobs(batch: pa.Table) -> list[np.ndarray | None]:
+    """The main pass's per-token log p of each row, as the scoring stage passed them on."""
+    return [None if v is None else np.asarray(v) for v in batch[TARGET_LOGPROBS].to_pylist()]
 
 
 class ScoreStage:
@@ -138,6 +145,7 @@ class ScoreStage:
         torch.set_num_threads(threads)
         self.scorer = DocumentScorer(load_model(model, gpus), scoring, expected_tokens)
         self.runners = _runners(baselines, "target")
+        self.give_logprobs = reads_target_logprobs(baselines)
         self.keep_text = keep_text
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -156,15 +164,21 @@ class ScoreStage:
                 strict=True,
             )
         ]  # fmt: skip
-        columns = self.scorer.score_documents(documents)
+        runner_batch = RunnerBatch(documents, pl.Series([], dtype=pl.Float64))
+        columns = runner_batch.scores(self.scorer)  # the main pass, which runners may read
         arrays = _carried(batch, TEXT, INPUT_IDS, STATUS, SPAN_START, SPAN_END)
         own = [N_TOKENS, STATUS, *self.scorer.columns]
         own += list(TOKEN_COLUMNS) if self.scorer.scoring.token_scores else []
         for name in own:
             arrays[name] = pa.array(columns[name], arrow_type(name))
+        if self.give_logprobs:
+            arrays[TARGET_LOGPROBS] = pa.array(
+                [None if v is None else v.tolist() for v in runner_batch.logprobs(self.scorer)],
+                pa.list_(pa.float64()),
+            )
         table = _with_seconds(pa.table(arrays), MAIN_PASS, started)
-        base_loss = pl.Series(columns[LOSS], dtype=pl.Float64)
-        table = _extra_passes(table, self.runners, self.scorer, documents, base_loss)
+        runner_batch.base_loss = pl.Series(columns[LOSS], dtype=pl.Float64)
+        table = _extra_passes(table, self.runners, self.scorer, runner_batch)
         return table.append_column(TEXT, batch[TEXT]) if self.keep_text else table
 
 
@@ -194,11 +208,16 @@ class PassStage:
             load_model(model, gpus), scoring.model_copy(update={"token_scores": False})
         )
         self.runners = _runners(baselines, on)
+        # The stage that reads the main pass's per-token log p is the last to need them.
+        self.reads_logprobs = reads_target_logprobs(baselines, on)
         self.keep_text = keep_text
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        base_loss = pl.Series(batch[LOSS].to_pylist(), dtype=pl.Float64)
         documents = self.scorer.encode(batch[TEXT].to_pylist())
-        table = _extra_passes(batch.drop_columns([TEXT]), self.runners, self.scorer, documents,
-                              base_loss)  # fmt: skip
+        runner_batch = RunnerBatch(
+            documents, pl.Series(batch[LOSS].to_pylist(), dtype=pl.Float64),
+            target_logprobs=_target_logprobs(batch) if self.reads_logprobs else None,
+        )  # fmt: skip
+        dropped = [TEXT, *([TARGET_LOGPROBS] if self.reads_logprobs else [])]
+        table = _extra_passes(batch.drop_columns(dropped), self.runners, self.scorer, runner_batch)
         return table.append_column(TEXT, batch[TEXT]) if self.keep_text else table

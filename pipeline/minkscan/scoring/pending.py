@@ -94,6 +94,21 @@ class PendingScores:
                     result[TOKEN_END][index] = [end for _, end in spans]
         return result
 
+    def logprobs(self) -> list[np.ndarray | None]:
+        """Each document's per-token log p of its scored tokens (float64, in text order;
+        None: nothing scored), read back in one transfer. Methods defined on the token
+        sequence itself (PAC's polarized distance, WBC's windows) read these."""
+        result: list[np.ndarray | None] = [None] * len(self.documents)
+        if not self.scorable:
+            return result
+        order = np.arange(len(self.scorable))
+        flat = self._in_document_order(order).target_logprob.double().cpu().numpy()
+        lengths = [self.documents[i].n_scored for i in self.scorable]
+        parts = np.split(flat, np.cumsum(lengths)[:-1])
+        for index, values in zip(self.scorable, parts, strict=True):
+            result[index] = values
+        return result
+
     def _in_document_order(self, order: np.ndarray) -> TokenStats:
         """The outputs' kept predictions reordered: documents in ``order`` (positions in
         ``scorable``), each one's windows in text order. One gather on the device."""
