@@ -5,13 +5,15 @@ runs `minkscan benchmark` on members (the trained half) vs the held-out half, fo
 fine-tuned model and, as a control, the untouched base model (expected AUROC ~ 0.5). Every
 method is scored: the single-pass ones (Gap-K% among them), DC-PDD with token frequencies
 counted by `minkscan frequencies` on the texts left out by ``--limit`` (disjoint from both
-halves), Lowercase, Ref for the fine-tuned model (the base model as reference), ReCaLL (its
-prefix: ``--shots`` of the left-out texts, non-members of the fine-tuning) and Con-ReCall
-(its member prefix: ``--shots`` members, then left out of the evaluation), and the blind
-baseline every benchmark table carries. Ends with one table of AUROC [95% CI] and TPR at 5%
-FPR per method for both models.
+halves) and AECA from the same counts, Lowercase, Ref and WBC for the fine-tuned model (the
+base model as reference), ReCaLL (its prefix: ``--shots`` of the left-out texts, non-members
+of the fine-tuning) and Con-ReCall (its member prefix: ``--shots`` members, then left out of
+the evaluation), GradNorm (MIMIR's L-inf norm), PAC, SaMIA (``--samia-samples``
+continuations of at most ``--samia-max-length`` tokens: fewer and shorter than the authors'
+10 x 1,024, for CPU time), and the blind baseline every benchmark table carries. Ends with
+one table of AUROC [95% CI] and TPR at 5% FPR per method for both models.
 
-    .venv/bin/python benchmarks/bench_exposure.py --limit 572 \
+    .venv/bin/python benchmarks/bench_exposure.py --limit 400 \
         --texts ../shared/data/wikimia24/length64.parquet --model smollm2-135m --out exposure-out
 """
 
@@ -106,7 +108,11 @@ def main() -> None:
         "--limit", type=int, help="members + held out; the other texts count DC-PDD's frequencies"
     )
     parser.add_argument("--retrain", action="store_true", help="fine-tune again even if cached")
-    parser.add_argument("--shots", type=int, default=3, help="texts in each ReCaLL prefix")
+    parser.add_argument(
+        "--shots", type=int, default=12, help="texts in each ReCaLL prefix (the authors' 12)"
+    )
+    parser.add_argument("--samia-samples", type=int, default=5)
+    parser.add_argument("--samia-max-length", type=int, default=128)
     args = parser.parse_args()
 
     texts = list(dict.fromkeys(pl.read_parquet(args.texts)["text"].to_list()))  # distinct
@@ -142,9 +148,15 @@ def main() -> None:
         print(f"reusing the fine-tuned model in {tuned} (--retrain to train again)", flush=True)
     # The base model is the natural reference for Ref: it saw everything but the members.
     runs = (
-        ("fine-tuned", str(tuned), ["--ref-model", args.model]),
+        ("fine-tuned", str(tuned), ["--ref-model", args.model, "--set", "baselines.wbc=true"]),
         ("base (control)", args.model, []),
     )
+    extra_methods = [
+        "--set", "baselines.gradnorm=true", "--set", "baselines.pac=true",
+        "--set", "baselines.samia=true",
+        "--set", f"baselines.samia_samples={args.samia_samples}",
+        "--set", f"baselines.samia_max_length={args.samia_max_length}",
+    ]  # fmt: skip
     outputs = {}
     for label, model, extra in runs:
         print(f"\n# {label}: {model}\n", flush=True)
@@ -158,7 +170,7 @@ def main() -> None:
              "--lowercase", "--set", f"scoring.dcpdd_frequencies={frequencies}",
              "--recall-prefix-from", str(args.out / "nonmembers.txt"),
              "--conrecall-from", str(args.out / "members.txt"), "--recall-shots", str(args.shots),
-             *extra]
+             *extra_methods, *extra]
         )  # fmt: skip
         outputs[label] = output_dir
     table = comparison(outputs, group)

@@ -54,7 +54,7 @@ def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_window
         paths.append(str(path))
     out, work = tmp_path / "out", tmp_path / "work"
     args = ["benchmark", "--input", *paths, "--neighbors", "2", "--model", str(tiny_llama_dir)]
-    args += ["--lowercase"]
+    args += ["--lowercase", "--set", "baselines.wbc=true", "--set", "baselines.pac=true"]
     args += ["--ref-model", str(tiny_gpt2_dir), "--max-tokens", "24", "--window-stride", "16"]
     args += ["--limit", "8"]
     code = main([*args, "--output", str(out), "--work-dir", str(work)])
@@ -68,6 +68,8 @@ def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_window
         "Lowercase",
         "Neighbor",
         "Ref",
+        "WBC",
+        "PAC",
         "Min-K%",
         "Min-K%++",
         "Gap-K%",
@@ -80,6 +82,8 @@ def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_window
         "Lowercase": 1,
         f"Ref ({tiny_gpt2_dir})": 1,
         f"Neighbor (causal-lm:{tiny_llama_dir})": 3,  # 1 proposal pass + 2 neighbours
+        f"WBC ({tiny_gpt2_dir})": 0,  # reads the main pass and Ref's
+        "PAC": 5,
     }
     assert len(tables["k_sweep"]) == 30  # Min-K%, Min-K%++ and Gap-K% at k = 10..100
     assert [row["method"] for row in tables["decomposition"]] == ["log p", "-mu", "/sigma", "both"]

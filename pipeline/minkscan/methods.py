@@ -160,6 +160,18 @@ METHODS: tuple[Method, ...] = (
         reference="Carlini et al. 2021",
     ),
     Method(
+        "wbc",
+        "WBC",
+        extra_pass="wbc",
+        run=f"{_WBC}:WBC",
+        on="reference",
+        passes=lambda _: 0,  # reads the main pass's and Ref's per-token log p
+        reads_target_logprobs=True,
+        source=lambda b, _: b.reference_model.name,
+        reference="mean over window sizes of the share of windows where the reference's "
+        "loss sum exceeds the target's (window-based comparison; Fast-MIA)",
+    ),
+    Method(
         "recall",
         "ReCaLL",
         extra_pass="recall_prefix",
@@ -192,18 +204,6 @@ METHODS: tuple[Method, ...] = (
         passes=lambda b: b.pac_augmentations,  # the original's log p is the main pass's
         reference="mean polarized distance of N word-swapped copies minus the document's "
         "(Ye et al., ACL Findings 2024; yyy01/PAC)",
-    ),
-    Method(
-        "wbc",
-        "WBC",
-        extra_pass="wbc",
-        run=f"{_WBC}:WBC",
-        on="reference",
-        passes=lambda _: 0,  # reads the main pass's and Ref's per-token log p
-        reads_target_logprobs=True,
-        source=lambda b, _: b.reference_model.name,
-        reference="mean over window sizes of the share of windows where the reference's "
-        "loss sum exceeds the target's (window-based comparison; Fast-MIA)",
     ),
     Method(
         "samia",

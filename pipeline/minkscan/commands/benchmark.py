@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
             "baselines.lowercase": args.lowercase or None,
             "baselines.neighbors": args.neighbors or None,
             "baselines.neighbor_model": args.neighbor_model,
+            "baselines.reference_model": args.ref_model,
         },
     )
     if k not in config.scoring.k_percentages:
