@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     from minkscan.calibration import calibrate
     from minkscan.calibration.threshold import primary_method, sample_size_warning
+    from minkscan.io.labels import checked_labels, unique_labels
     from minkscan.io.scores import read_scores
 
     if args.nonmembers:
@@ -66,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
         scores = pl.from_arrow(data.table)
         if args.labels:
             labels = pl.from_arrow(read_scores(args.labels).table).select(ID, LABEL)
+            labels = labels.with_columns(checked_labels(labels[LABEL], args.labels))
+            labels = unique_labels(labels, LABEL, args.labels)
             scores = scores.drop(LABEL, strict=False).join(labels, on=ID, how="inner")
             label = LABEL
             if scores.is_empty():
@@ -77,9 +80,7 @@ def run(args: argparse.Namespace) -> int:
                 f"the scores have no '{args.label_column}' column: keep it with "
                 f"`minkscan score --keep-columns {args.label_column}`, or give --labels"
             )
-        values = set(scores[label].drop_nulls().cast(pl.Int64).unique().to_list())
-        if not values <= {0, 1}:
-            raise UserError(f"'{label}' must be 1 (member) or 0 (non-member), got {values}")
+        scores = scores.with_columns(checked_labels(scores[label], f"column '{label}'"))
         nonmembers = scores.filter(pl.col(label) == 0)
         members = scores.filter(pl.col(label) == 1)
     else:

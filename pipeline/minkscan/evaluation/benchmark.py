@@ -31,6 +31,7 @@ from minkscan.evaluation.tables import (
     to_markdown,
 )
 from minkscan.io.inputs import InputError
+from minkscan.io.labels import checked_labels
 from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.scores import read_scores
 from minkscan.methods import single_pass_columns
@@ -59,7 +60,7 @@ def read_labelled(paths: Sequence[str]) -> pl.DataFrame:
             frame.select(
                 pl.col(ID).cast(pl.Utf8),
                 pl.col(TEXT),
-                pl.col(LABEL).cast(pl.Int64),
+                checked_labels(frame[LABEL], path),
                 pl.col(GROUP).cast(pl.Utf8),
             )
         )

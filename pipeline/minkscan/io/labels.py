@@ -1,0 +1,54 @@
+"""Membership labels as users give them: 1 or true (member), 0 or false (non-member), and
+nothing else. A label of 0.5 is not truncated to 0, a string is not guessed at, a missing
+label is not dropped, and an id labelled both ways is not counted twice: each is refused in
+one line, with examples and how many, before any work starts."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from minkscan.errors import UserError
+from minkscan.schema import ID
+
+# Text forms of a label (CSV and JSON may carry labels as text).
+_TEXT_FORMS = {"1": 1, "0": 0, "true": 1, "false": 0}
+EXAMPLES = 3
+
+
+class LabelError(UserError, ValueError):
+    """Labels that are not 0/1 or true/false, or that contradict each other."""
+
+
+def checked_labels(values: pl.Series, where: str) -> pl.Series:
+    """``values`` as Int64 0/1, or LabelError naming ``where`` and the bad values."""
+    if values.dtype == pl.Boolean:
+        parsed = values.cast(pl.Int64)
+    elif values.dtype.is_numeric():
+        parsed = values.cast(pl.Float64)
+        parsed = pl.Series(values.name, [
+            None if v is None or v not in (0.0, 1.0) else int(v) for v in parsed.to_list()
+        ], dtype=pl.Int64)  # fmt: skip
+    elif values.dtype == pl.Utf8:
+        parsed = pl.Series(values.name, [
+            None if v is None else _TEXT_FORMS.get(v.strip().lower()) for v in values.to_list()
+        ], dtype=pl.Int64)  # fmt: skip
+    else:
+        raise LabelError(f"{where}: labels must be 0/1 or true/false, not {values.dtype}")
+    bad = [v for v, p in zip(values.to_list(), parsed.to_list(), strict=True) if p is None]
+    if bad:
+        shown = ", ".join(repr(v) for v in list(dict.fromkeys(bad))[:EXAMPLES])
+        raise LabelError(f"{where}: labels must be 0/1 or true/false; {len(bad)} are not "
+                         f"(e.g. {shown})")  # fmt: skip
+    return parsed.alias(values.name)
+
+
+def unique_labels(frame: pl.DataFrame, label: str, where: str) -> pl.DataFrame:
+    """``frame`` with one row per (id, label): repeats of an id with its label counted once,
+    an id with both labels refused (LabelError naming how many and some)."""
+    frame = frame.unique(subset=[ID, label], keep="first", maintain_order=True)
+    conflicting = frame.filter(pl.col(ID).is_duplicated())[ID].unique(maintain_order=True)
+    if conflicting.len():
+        shown = ", ".join(repr(v) for v in conflicting.head(EXAMPLES).to_list())
+        raise LabelError(f"{where}: {conflicting.len()} ids are labelled both member and "
+                         f"non-member (e.g. {shown})")  # fmt: skip
+    return frame
