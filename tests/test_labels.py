@@ -23,8 +23,8 @@ def scores_file(tmp_path, n: int = 40):
 
 def calibrate(tmp_path, labels: pl.DataFrame) -> int:
     labels.write_parquet(tmp_path / "labels.parquet")
-    return main(["calibrate", "--input", str(scores_file(tmp_path)), "--labels",
-                 str(tmp_path / "labels.parquet"), "--output", str(tmp_path / "c.json")])  # fmt: skip
+    labelled = ["--input", str(scores_file(tmp_path)), "--labels", str(tmp_path / "labels.parquet")]
+    return main(["calibrate", *labelled, "--output", str(tmp_path / "c.json")])
 
 
 IDS = [f"d{i}" for i in range(40)]
