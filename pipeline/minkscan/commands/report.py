@@ -131,7 +131,10 @@ def run(args: argparse.Namespace) -> int:
                 f"{row.contamination_low:.3f} > {args.fail_above} (estimate {row.estimate()})",
                 file=sys.stderr,
             )
-        if exceeding:
+        for name in report.unscored:
+            print(f"minkscan report: group '{name}' has no scored document, so it cannot pass "
+                  "--fail-above", file=sys.stderr)  # fmt: skip
+        if exceeding or report.unscored:
             return 1
     return 0
 

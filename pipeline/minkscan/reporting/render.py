@@ -220,6 +220,7 @@ def json_summary(report: Report) -> dict:
         "confidence": report.calibration.confidence,
         "calibration_source": report.calibration.source,
         "warnings": report.warnings,
+        "unscored_groups": report.unscored,
         "groups": [asdict(row) | {"verdict": report.sentence(row)} for row in report.primary],
         "results": [asdict(row) for row in report.results],
         "length_check": asdict(report.lengths) if report.lengths else None,

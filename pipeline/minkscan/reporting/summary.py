@@ -26,7 +26,7 @@ from minkscan.reporting.evidence import Evidence, top_evidence
 from minkscan.reporting.groups import GroupResult, group_results, p_phrase, percent
 from minkscan.reporting.lengths import LengthCheck, length_check
 from minkscan.reporting.shift import ShiftCheck, shift_check
-from minkscan.schema import GROUP_KEY, LABEL, N_TOKENS
+from minkscan.schema import GROUP_KEY, LABEL, N_TOKENS, STATUS
 
 ROC_OTHERS = 3  # methods drawn beside the primary one in the ROC plot
 # Said once, where an estimate reads "at least".
@@ -58,6 +58,7 @@ class Report:
     inference: list[DatasetInference] = field(default_factory=list)  # against --heldout
     inference_note: str | None = None  # why dataset inference did not run for some group
     order_test: dict | None = None  # `minkscan order-test`'s order_test.json
+    unscored: list[str] = field(default_factory=list)  # groups with no scored document
 
     @property
     def results(self) -> list[GroupResult]:
@@ -69,7 +70,8 @@ class Report:
 
     def exceeding(self, bound: float) -> list[GroupResult]:
         """Groups that fail a gate at contamination ``bound`` on the verdict's own evidence:
-        significant after Holm, and the lower end of the contamination interval above it."""
+        significant after Holm, and the lower end of the contamination interval above it.
+        (A group with no scored document, `unscored`, fails any gate too.)"""
         return [
             row for row in self.primary
             if row.significant(self.alpha) and row.contamination_low > bound
@@ -84,6 +86,16 @@ class Report:
         """One sentence over all groups."""
         hits = [row.group for row in self.primary if row.significant(self.alpha)]
         level = f"at the {self.alpha:.0%} level"
+        if self.unscored:
+            named = ", ".join(f"'{name}'" for name in self.unscored)
+            scored = f"{len(self.primary)} scored group(s)"
+            unscored = f"; no scored documents in {named}, so nothing is concluded there"
+            if not hits:
+                return (f"No evidence of contamination in the {scored} {level} "
+                        f"({self.primary_method}){unscored}.")  # fmt: skip
+            found = ", ".join(f"'{name}'" for name in hits)
+            return (f"Evidence of contamination {level} in {len(hits)} of the {scored}: "
+                    f"{found} ({self.primary_method}){unscored}.")  # fmt: skip
         if not hits:
             return f"No evidence of contamination in any group {level} ({self.primary_method})."
         named = ", ".join(f"'{name}'" for name in hits)
@@ -212,6 +224,19 @@ def build_report(
         warnings.append(lengths.warning)
     roc = _roc(rows, primary, others, names)
     results = group_results(rows, [primary], calibration)
+    groups = rows.select(pl.col(GROUP_KEY).unique().sort()).collect()[GROUP_KEY].to_list()
+    unscored = [name for name in groups if name not in {row.group for row in results}]
+    if not results:
+        raise ValueError(
+            f"no scored document: every '{primary}' score is null or NaN"
+            f"{' (statuses: ' + _statuses(rows) + ')' if STATUS in names else ''}; nothing "
+            "to report (score texts the model can read)"
+        )
+    warnings += [
+        f"group '{name}' has no scored document (every '{primary}' is null or NaN): nothing "
+        "is concluded about it"
+        for name in unscored
+    ]
     shift = (
         None if blind_auroc_warn is None
         else shift_check(rows, [row.group for row in results], calibration, blind_auroc_warn)
@@ -247,7 +272,14 @@ def build_report(
         inference=inference,
         inference_note=note,
         order_test=order_test,
+        unscored=unscored,
     )
+
+
+def _statuses(rows: pl.LazyFrame) -> str:
+    """'empty 3, too_short 1': how many rows have each status."""
+    counts = rows.group_by(STATUS).len().sort(STATUS).collect()
+    return ", ".join(f"{status} {n}" for status, n in counts.rows())
 
 
 def _primary(methods: list[str], declared: str | None) -> str:

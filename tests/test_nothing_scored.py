@@ -1,0 +1,126 @@
+"""Nothing scored, nothing concluded: `report` and `calibrate` on scores with no scored
+document refuse in one line; a group with none is named as having no scored document (never
+"no evidence"), in the terminal, report.json and the report's warnings, and fails
+--fail-above whatever its bound."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+from minkscan.cli import main
+
+
+@pytest.fixture
+def calibration(tmp_path):
+    n = 400
+    rng = np.random.default_rng(0)
+    pl.DataFrame(
+        {
+            "id": [f"c{i}" for i in range(n)],
+            "status": ["ok"] * n,
+            "n_tokens": [9] * n,
+            "minkpp_k20": rng.normal(size=n),
+        }
+    ).write_parquet(tmp_path / "cal.parquet")
+    out = tmp_path / "cal.json"
+    assert (
+        main(["calibrate", "--nonmembers", str(tmp_path / "cal.parquet"), "--output", str(out)])
+        == 0
+    )
+    return out
+
+
+def test_report_on_scores_with_no_scored_document_refuses_in_one_line(
+    tmp_path, calibration, capsys
+):
+    pl.DataFrame(
+        {
+            "id": ["a", "b", "c"],
+            "status": ["empty", "ok", "too_short"],
+            "n_tokens": [0, 5, 0],
+            "minkpp_k20": [None, float("nan"), None],
+        }
+    ).write_parquet(tmp_path / "s.parquet")
+    capsys.readouterr()
+    code = main(
+        [
+            "report",
+            "--input",
+            str(tmp_path / "s.parquet"),
+            "--calibration",
+            str(calibration),
+            "--output",
+            str(tmp_path / "r"),
+            "--fail-above",
+            "0",
+        ]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "no scored document" in err and "empty 1, ok 1, too_short 1" in err
+    assert "No evidence" not in err and not (tmp_path / "r").exists()
+
+
+def test_calibrate_on_scores_with_no_scored_document_refuses_in_one_line(tmp_path, capsys):
+    pl.DataFrame(
+        {
+            "id": ["a", "b"],
+            "status": ["empty", "ok"],
+            "n_tokens": [0, 5],
+            "minkpp_k20": [None, float("nan")],
+        }
+    ).write_parquet(tmp_path / "s.parquet")
+    code = main(
+        [
+            "calibrate",
+            "--nonmembers",
+            str(tmp_path / "s.parquet"),
+            "--output",
+            str(tmp_path / "c.json"),
+        ]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "got 0" in err
+
+
+def test_a_group_with_no_scored_document_is_named_and_fails_the_gate(tmp_path, calibration, capsys):
+    rng = np.random.default_rng(1)
+    scored = rng.normal(size=50).tolist()
+    pl.DataFrame(
+        {
+            "id": [f"d{i}" for i in range(53)],
+            "status": ["ok"] * 50 + ["empty"] * 3,
+            "n_tokens": [9] * 50 + [0] * 3,
+            "minkpp_k20": scored + [None] * 3,
+            "dataset": ["wiki"] * 50 + ["blank"] * 3,
+        }
+    ).write_parquet(tmp_path / "s.parquet")
+    capsys.readouterr()
+    code = main(
+        [
+            "report",
+            "--input",
+            str(tmp_path / "s.parquet"),
+            "--calibration",
+            str(calibration),
+            "--group-column",
+            "dataset",
+            "--output",
+            str(tmp_path / "r"),
+            "--fail-above",
+            "1",
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "No evidence of contamination in the 1 scored group(s)" in out
+    assert "no scored documents in 'blank', so nothing is concluded there" in out
+    assert "group 'blank' has no scored document" in err
+    assert "No evidence of contamination in any group" not in out
+    summary = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert summary["unscored_groups"] == ["blank"]
+    assert any("'blank' has no scored document" in w for w in summary["warnings"])
+    assert "no scored document" in (tmp_path / "r" / "report.md").read_text()
