@@ -124,3 +124,16 @@ def test_a_group_with_no_scored_document_is_named_and_fails_the_gate(tmp_path, c
     assert summary["unscored_groups"] == ["blank"]
     assert any("'blank' has no scored document" in w for w in summary["warnings"])
     assert "no scored document" in (tmp_path / "r" / "report.md").read_text()
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_benchmark_with_no_scored_member_refuses_in_one_line(tiny_llama_dir, tmp_path, capsys):
+    path = tmp_path / "set.parquet"
+    texts = ["", "A river rose over its banks in May.", "  ", "The harbour froze."]
+    pl.DataFrame({"text": texts, "label": [1, 0, 1, 0]}).write_parquet(path)
+    code = main(["benchmark", "--input", str(path), "--model", str(tiny_llama_dir), "--output",
+                 str(tmp_path / "out")])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and not (tmp_path / "out").exists()
+    assert err[-1] == ("minkscan benchmark: group 'set' has no scored member document (empty 2): "
+                       "no detection metric exists without both")  # fmt: skip

@@ -34,9 +34,9 @@ from minkscan.io.inputs import InputError
 from minkscan.io.labels import checked_labels
 from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.scores import read_scores
-from minkscan.methods import single_pass_columns
+from minkscan.methods import LOSS, single_pass_columns
 from minkscan.models.loading import load_model
-from minkscan.schema import GROUP, ID, LABEL, ROW, SOURCE, TEXT
+from minkscan.schema import GROUP, ID, LABEL, ROW, SOURCE, STATUS, TEXT
 from minkscan.scorer import DocumentScorer
 
 
@@ -180,9 +180,23 @@ def run_benchmark(
         summary = run_scoring(config)
         scores = read_scores(config.data.output, config.data.s3).table
     labelled = pl.from_arrow(scores).sort(ROW).drop(SOURCE, ROW)  # input order
+    _check_scored(labelled)
     blind = with_blind_scores(data, TEXT, LABEL, GROUP).select(ID, BLIND)
     labelled = labelled.join(blind, on=ID, how="left", maintain_order="left")
     return _tabulate(labelled, config, k, summary.forward_passes, summary.pass_seconds)
+
+
+def _check_scored(labelled: pl.DataFrame) -> None:
+    """InputError naming the first group whose members or non-members have no scored
+    document (no metric exists there), with the rows' statuses."""
+    for (group,), rows in labelled.group_by(GROUP, maintain_order=True):
+        for value, kind in ((1, "member"), (0, "non-member")):
+            part = rows.filter(pl.col(LABEL) == value)
+            if part.filter(pl.col(LOSS).is_finite()).is_empty():
+                counts = part.group_by(STATUS).len().sort(STATUS).rows()
+                statuses = ", ".join(f"{status} {n}" for status, n in counts) or "no rows"
+                raise InputError(f"group '{group}' has no scored {kind} document ({statuses}): "
+                                 "no detection metric exists without both")  # fmt: skip
 
 
 def run_online_benchmark(
