@@ -78,3 +78,21 @@ def test_limit_scores_the_first_n_rows_across_files(tiny_llama_dir, tmp_path, ca
     assert code == 0, capsys.readouterr().err
     scores = pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out")).read())
     assert sorted(scores["id"].to_list()) == ["a.parquet:0", "a.parquet:1", "b.parquet:0"]
+
+
+def test_ids_are_kept_as_written_whatever_they_look_like(tiny_llama_dir, tmp_path, capsys):
+    """CSV ids with leading zeros, dates and 30 digits, JSON string ids that look like dates,
+    and JSON ids 7 and "7" (one a number): each id as its text, none merged, none crashing."""
+    (tmp_path / "in").mkdir()
+    csv_ids = ["007", "7", "2024-01-05", "123456789012345678901234567890"]
+    lines = ["id,text"] + [f"{i},The text of document {n}." for n, i in enumerate(csv_ids)]
+    (tmp_path / "in" / "a.csv").write_text("\n".join(lines) + "\n")
+    records = [{"id": "0042", "text": "One."}, {"id": "2024-02-01", "text": "Two words."}]
+    (tmp_path / "in" / "b.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    mixed = [{"id": 7, "text": "A number id."}, {"id": "x7", "text": "A text id."}]
+    (tmp_path / "in" / "c.jsonl").write_text("\n".join(json.dumps(r) for r in mixed) + "\n")
+    code = main(["score", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
+                 "--model", str(tiny_llama_dir), "--id-column", "id"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    frame = pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out")).read())
+    assert sorted(frame["id"].to_list()) == sorted([*csv_ids, "0042", "2024-02-01", "7", "x7"])

@@ -44,9 +44,12 @@ def read_table(
     piece: Piece,
     columns: list[str],
     text_column: str | None = None,
+    id_column: str | None = None,
 ) -> pa.Table:
     """The raw columns of a piece (those of ``columns`` the file has; ``text_column`` is
-    the one that holds the documents, if among them)."""
+    the one that holds the documents, ``id_column`` the ids, if among them). In CSV both
+    are read as the text they are (no number or date inference: ``007`` stays ``007``),
+    and in JSON lines ids that are strings stay strings (a date is not parsed)."""
     file = piece.file
     if file.format == PARQUET:
         with fs.open_input_file(file.path) as handle:
@@ -55,13 +58,17 @@ def read_table(
             return parquet.read_row_groups(list(piece.row_groups), columns=present)
     with fs.open_input_stream(file.path) as stream:  # .gz is decompressed by extension
         raw = stream.read()
+    as_text = [c for c in (text_column, id_column) if c]
     if file.format == JSONL:
+        schema = pa.schema([(id_column, pa.string())]) if id_column else None
+        options = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
         try:
-            table = pajson.read_json(io.BytesIO(raw))
-        except pa.ArrowInvalid:  # a column whose type changes between rows
+            table = pajson.read_json(io.BytesIO(raw), parse_options=options)
+        except pa.ArrowInvalid:  # a column whose type changes between rows, numeric ids
             return _read_jsonl(raw, columns, text_column)
     elif file.format == CSV:
-        table = pacsv.read_csv(io.BytesIO(raw))
+        options = pacsv.ConvertOptions(column_types={c: pa.string() for c in as_text})
+        table = pacsv.read_csv(io.BytesIO(raw), convert_options=options)
     else:
         table = pa.ipc.open_stream(io.BytesIO(raw)).read_all()
     return table.select([c for c in columns if c in table.column_names])
@@ -107,7 +114,7 @@ def _typed_string(value: object) -> str | None:
         return repr(value)
     if isinstance(value, (int, bool)):
         return str(value)
-    return json.dumps(value, sort_keys=True)
+    return json.dumps(value, sort_keys=True, default=str)  # dates and the like as text
 
 
 def _text_and_status(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
@@ -166,7 +173,7 @@ def read_piece(
     """
     columns = [text_column, *([id_column] if id_column else []), *keep_columns]
     try:
-        table = read_table(fs, piece, columns, text_column)
+        table = read_table(fs, piece, columns, text_column, id_column)
     except (OSError, ValueError, pa.ArrowException) as error:
         raise ShardError(f"cannot read input shard {piece.file.path}: {error}") from error
     missing = [c for c in columns if c not in table.column_names]
@@ -205,7 +212,7 @@ def read_piece(
 def read_ids(fs: pafs.FileSystem, piece: Piece, id_column: str) -> pa.Array:
     """The ids of a piece as strings, reading the id column alone where the format allows."""
     try:
-        table = read_table(fs, piece, [id_column])
+        table = read_table(fs, piece, [id_column], id_column=id_column)
     except (OSError, ValueError, pa.ArrowException) as error:
         raise ShardError(f"cannot read input shard {piece.file.path}: {error}") from error
     if piece.end is not None:
