@@ -96,3 +96,24 @@ def test_ids_are_kept_as_written_whatever_they_look_like(tiny_llama_dir, tmp_pat
     assert code == 0, capsys.readouterr().err
     frame = pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out")).read())
     assert sorted(frame["id"].to_list()) == sorted([*csv_ids, "0042", "2024-02-01", "7", "x7"])
+
+
+def test_each_real_file_is_read_once_and_globs_follow_shell_rules(tiny_llama_dir, tmp_path, capsys):
+    """A symlink loop inside the input reaches each file once; `*` stays in its directory
+    and `**` goes to any depth."""
+    root = tmp_path / "in"
+    (root / "sub").mkdir(parents=True)
+    pl.DataFrame({"text": ["A first text.", "A second."]}).write_csv(root / "a.csv")
+    pl.DataFrame({"text": ["Deeper down."]}).write_csv(root / "sub" / "b.csv")
+    (root / "loop").symlink_to(root, target_is_directory=True)
+
+    def scored(spec: str, output: str) -> list[str]:
+        code = main(["score", "--input", spec, "--output", str(tmp_path / output),
+                     "--model", str(tiny_llama_dir)])  # fmt: skip
+        assert code == 0, capsys.readouterr().err
+        frame = pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / output)).read())
+        return sorted(frame["id"].to_list())
+
+    assert scored(str(root), "all") == ["a.csv:0", "a.csv:1", "sub/b.csv:0"]
+    assert scored(f"{root}/*.csv", "top") == ["a.csv:0", "a.csv:1"]
+    assert scored(f"{root}/**/*.csv", "deep") == ["a.csv:0", "a.csv:1", "sub/b.csv:0"]

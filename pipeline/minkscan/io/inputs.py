@@ -10,15 +10,17 @@ and do not depend on Ray.
 from __future__ import annotations
 
 import csv
-import fnmatch
 import hashlib
 import io
 import json
+import os
 import posixpath
+import re
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+from fsspec.utils import glob_translate
 
 from minkscan.errors import RunFailed, UserError
 from minkscan.io.paths import fs_path
@@ -63,7 +65,7 @@ def _walk(fs: pafs.FileSystem, directory: str) -> list[pafs.FileInfo]:
     inside a minkscan score output (a directory holding its marker): scores are never
     read back as documents."""
     selector = pafs.FileSelector(directory, recursive=True)
-    infos = [info for info in fs.get_file_info(selector) if info.type == pafs.FileType.File]
+    infos = _once(fs, [i for i in fs.get_file_info(selector) if i.type == pafs.FileType.File])
     outputs = tuple(info.path[: -len(MARKER)] for info in infos if info.base_name == MARKER)
     return sorted(
         (
@@ -73,6 +75,17 @@ def _walk(fs: pafs.FileSystem, directory: str) -> list[pafs.FileInfo]:
         ),
         key=lambda info: info.path,
     )  # fmt: skip
+
+
+def _once(fs: pafs.FileSystem, infos: list[pafs.FileInfo]) -> list[pafs.FileInfo]:
+    """Each real file once: on a local disk, a file reached through symlinks (a link loop
+    reaches one file many times) is kept under its shortest path."""
+    if not isinstance(fs, pafs.LocalFileSystem):
+        return infos
+    seen: dict[str, pafs.FileInfo] = {}
+    for info in sorted(infos, key=lambda i: (i.path.count("/"), i.path)):
+        seen.setdefault(os.path.realpath(info.path), info)
+    return sorted(seen.values(), key=lambda info: info.path)
 
 
 def _spec_root(spec_path: str) -> str:
@@ -135,7 +148,8 @@ def discover(
         info = fs.get_file_info(path)
         if any(c in path for c in GLOB_CHARS):
             base = _spec_root(path)
-            matches = [i for i in _walk(fs, base) if fnmatch.fnmatch(i.path, path)]
+            pattern = re.compile(glob_translate(path))  # shell rules: ** for any depth
+            matches = [i for i in _walk(fs, base) if pattern.fullmatch(i.path)]
             roots.append(base)
         elif info.type == pafs.FileType.Directory:
             matches = _walk(fs, path)
@@ -155,6 +169,7 @@ def discover(
         if not matches:
             raise InputError(f"no input files match {spec} (formats: {', '.join(FORMATS)})")
         found.update((i.path, i) for i in matches)
+    found = {info.path: info for info in _once(fs, list(found.values()))}
     input_root = fs_path(root) if root else posixpath.commonpath(roots)
     files = []
     for path in sorted(found):
