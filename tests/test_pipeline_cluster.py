@@ -175,3 +175,35 @@ def test_a_run_beside_a_running_local_ray_without_a_terminal_is_quiet_and_its_ow
     lines = [line for line in result.stderr.splitlines() if RAY_CORE_WORKER_LINE not in line]
     assert lines and all(line.startswith("progress: ") for line in lines), lines
     assert "of 40 documents" in lines[-1] and "docs/s, ETA" in lines[-1]
+
+
+def test_ctrl_c_and_sigterm_stop_a_run_in_one_line_and_the_rerun_resumes(tiny_llama_dir, tmp_path):
+    """SIGINT (Ctrl-C) and SIGTERM once a piece is committed: exit 130 and 143, one line
+    saying how many rows are committed and to re-run, no traceback, no C++ stack; each re-run
+    resumes from what was committed (every committed id once)."""
+    ids = write_corpus(tmp_path / "in", documents=160, per_shard=20)
+    output = tmp_path / "out"
+    env = os.environ | {"MINKSCAN_CACHE": str(tmp_path / "cache")}
+    command = [*score_command(tiny_llama_dir, tmp_path / "in", output),
+               "--set", "data.commit_rows=20", "--set", "ray.block_rows=10"]  # fmt: skip
+    committed: list[list[str]] = []
+    for stop, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        before = len(committed[-1]) if committed else 0
+        job = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not has_complete_piece(output) or len(committed_ids(output)) <= before:
+            assert job.poll() is None and time.monotonic() < deadline, job.stderr.read()[-3000:]
+            time.sleep(0.05)
+        job.send_signal(stop)
+        _, stderr = job.communicate(timeout=120)
+        lines = [line for line in stderr.splitlines() if RAY_CORE_WORKER_LINE not in line]
+        rows = sum(part.rows for part in ScoreOutput(pafs.LocalFileSystem(), str(output)).parts())
+        assert job.returncode == code, stderr[-3000:]
+        assert lines[-1] == (f"minkscan score: interrupted: {rows:,} rows committed; re-run the "
+                             "same command to resume")  # fmt: skip
+        assert "Traceback" not in stderr and "SIGTERM received" not in stderr
+        assert not (output / "_lease.json").exists()  # the writer lease is released
+        committed.append(committed_ids(output))
+        assert len(set(committed[-1])) == len(committed[-1]) and set(committed[-1]) <= set(ids)
+    assert set(committed[0]) < set(committed[1])  # the second run went on from the first

@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
+import threading
 import traceback
 from importlib.metadata import version
 
-from minkscan.errors import UserError
+from minkscan.errors import Terminated, UserError, interrupted_code
 
 COMMAND_MODULES = [
     "minkscan.commands.score",
@@ -85,11 +87,33 @@ def _configure_logging(verbose: bool) -> None:
     logging.getLogger("minkscan").setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    try:
+        return _run(args)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command, its failures as one line (SIGTERM unwinds like Ctrl-C: Ray shut down,
+    the writer lease released)."""
     try:
         return int(args.func(args) or 0)
+    except KeyboardInterrupt as interrupt:  # before or after a run's own accounting
+        if args.verbose:
+            traceback.print_exc()
+        print(f"minkscan {args.command}: interrupted; re-run the same command to resume",
+              file=sys.stderr)  # fmt: skip
+        return interrupted_code(interrupt)
     except Exception as error:  # noqa: BLE001 - every failure becomes one line
         if args.verbose:
             traceback.print_exc()

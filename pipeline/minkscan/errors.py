@@ -15,3 +15,24 @@ class RunFailed(UserError):
     """A run that started failed on the user's data (e.g. an unreadable shard); exit 1."""
 
     exit_code = 1
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is, as Ctrl-C raises KeyboardInterrupt: the
+    run unwinds the same way (Ray shut down, the writer lease released)."""
+
+
+def interrupted_code(interrupt: BaseException) -> int:
+    """The shell's exit code for a run stopped by ``interrupt``: 143 for SIGTERM, 130 for
+    SIGINT (Ctrl-C)."""
+    return 143 if isinstance(interrupt, Terminated) else 130
+
+
+class Interrupted(UserError):
+    """A run stopped by Ctrl-C or SIGTERM, with what it had committed; exit 130 or 143."""
+
+    def __init__(self, committed: int, code: int) -> None:
+        super().__init__(
+            f"interrupted: {committed:,} rows committed; re-run the same command to resume"
+        )
+        self.exit_code = code

@@ -32,7 +32,7 @@ from minkscan.distributed.session import (
     verbose,
     warn_if_too_small,
 )
-from minkscan.errors import RunFailed
+from minkscan.errors import Interrupted, RunFailed, interrupted_code
 from minkscan.io.lease import WriterLease
 from minkscan.io.paths import is_s3
 from minkscan.methods import forward_passes, pass_labels
@@ -106,6 +106,9 @@ def _score(
                     for stats in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
                         lease.check()
                         progress.add(stats)
+            except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (`Terminated`)
+                committed = sum(part.rows for part in plan.output.parts())  # names say
+                raise Interrupted(committed, interrupted_code(interrupt)) from None
             finally:
                 progress.close()
             return ids

@@ -16,6 +16,8 @@ import json
 import logging
 import math
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -182,7 +184,12 @@ def ray_session(config: ScanConfig, stages: list[StageSpec]) -> Iterator[None]:
     import ray  # here: planning a run imports no Ray
 
     started = not ray.is_initialized()
+    own = signal.getsignal(signal.SIGTERM)
     ensure_ray(config, stages)
+    if callable(own) and threading.current_thread() is threading.main_thread():
+        # Ray's core worker replaces it with one that dumps a C++ stack and exits; the
+        # command's own (`minkscan.cli`) unwinds instead: Ray shut down, the lease released.
+        signal.signal(signal.SIGTERM, own)
     try:
         yield
     finally:
