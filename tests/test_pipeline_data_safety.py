@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 
 import polars as pl
 import pyarrow as pa
@@ -222,3 +223,21 @@ def test_a_shard_error_is_one_line_whatever_the_reader_said():
     error = ShardError("cannot read input shard x.parquet: bad type: \nDeserializing failed.\n")
     expected = "cannot read input shard x.parquet: bad type: Deserializing failed."
     assert str(error) == expected and str(pickle.loads(pickle.dumps(error))) == expected
+
+
+def test_a_model_that_runs_its_own_code_is_refused_by_name_before_ray(
+    tiny_llama_dir, tmp_path, capsys
+):
+    model = tmp_path / "custom-model"
+    shutil.copytree(tiny_llama_dir, model)
+    config = json.loads((model / "config.json").read_text())
+    config["auto_map"] = {"AutoModelForCausalLM": "modeling_custom.CustomForCausalLM"}
+    (model / "config.json").write_text(json.dumps(config))
+    pl.DataFrame({"text": ["A text."]}).write_parquet(tmp_path / "in.parquet")
+    assert score(model, tmp_path / "in.parquet", tmp_path / "out") == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"minkscan score: model directory {model} runs its own code ('auto_map' in "
+        "config.json): set model.trust_remote_code=true (--set) if you trust it"
+    )
+    assert not (tmp_path / "out").exists()

@@ -28,7 +28,7 @@ from minkscan.io.planning import plan_inputs
 from minkscan.io.record import RunRecord
 from minkscan.io.scores import ScoreOutput
 from minkscan.models.identity import model_identity
-from minkscan.models.names import check_model_name
+from minkscan.models.names import check_custom_code, check_model_name
 from minkscan.schema import CHARS_PER_TOKEN
 
 
@@ -129,6 +129,7 @@ def plan_run(config: ScanConfig) -> RunPlan:
     for model in [config.model, config.baselines.reference_model]:
         if model is not None:
             check_model_name(model.name, model.revision)
+            check_custom_code(model.name, model.trust_remote_code)
     record = run_record(config, columns)
     output.check(record)
     output.check_inputs(files)

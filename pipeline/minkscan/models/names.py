@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -130,6 +131,25 @@ def check_model_name(name: str, revision: str | None = None) -> None:
             f"model '{name}' not found: not bundled {known}, not a local directory, not in the "
             f"Hugging Face cache, and {reason}{_suggestion(name)}"
         )
+
+
+def check_custom_code(name: str, trust_remote_code: bool) -> None:
+    """Raise ModelNotAvailable, in one line, when a local model directory needs its own
+    Python code (an ``auto_map`` in its config or tokenizer config) and
+    ``model.trust_remote_code`` is off: its actors would otherwise die loading it."""
+    path = Path(name).expanduser()
+    if trust_remote_code or not path.is_dir():
+        return
+    for config in ("config.json", "tokenizer_config.json"):
+        try:
+            needs = "auto_map" in json.loads((path / config).read_text())
+        except (OSError, ValueError, TypeError):
+            continue
+        if needs:
+            raise ModelNotAvailable(
+                f"model directory {path} runs its own code ('auto_map' in {config}): set "
+                "model.trust_remote_code=true (--set) if you trust it"
+            )
 
 
 def _on_the_hub(name: str, revision: str | None) -> str | None:
