@@ -117,3 +117,19 @@ def test_each_real_file_is_read_once_and_globs_follow_shell_rules(tiny_llama_dir
     assert scored(str(root), "all") == ["a.csv:0", "a.csv:1", "sub/b.csv:0"]
     assert scored(f"{root}/*.csv", "top") == ["a.csv:0", "a.csv:1"]
     assert scored(f"{root}/**/*.csv", "deep") == ["a.csv:0", "a.csv:1", "sub/b.csv:0"]
+
+
+def test_a_broken_jsonl_line_is_named_by_its_line_in_the_file_in_one_line(
+    tiny_llama_dir, tmp_path, capsys
+):
+    lines = [json.dumps({"text": f"Document {i} is fine."}) for i in range(3000)]
+    lines[2500] = '{"text": "a broken record'
+    (tmp_path / "docs.jsonl").write_text("\n".join(lines) + "\n")
+    code = main(["score", "--input", str(tmp_path / "docs.jsonl"), "--output",
+                 str(tmp_path / "out"), "--model", str(tiny_llama_dir)])  # fmt: skip
+    err = [line for line in capsys.readouterr().err.splitlines() if "core_worker.cc" not in line]
+    assert code == 1
+    assert err == [  # the cause alone: no traceback of Ray's, no retry advice
+        f"minkscan score: cannot read input shard {tmp_path / 'docs.jsonl'}: line 2501 is not "
+        "JSON (Unterminated string starting at)"
+    ]

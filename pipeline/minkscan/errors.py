@@ -6,9 +6,19 @@ from __future__ import annotations
 
 
 class UserError(Exception):
-    """Something in the command, config or data the user can fix; exit code 2."""
+    """Something in the command, config or data the user can fix; exit code 2.
+
+    Its text is the message it was raised with, kept apart from ``args``: Ray Data appends
+    its retry advice to a failed task's exception arguments, which is not the cause."""
 
     exit_code = 2
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.message = str(args[0]) if args else ""
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class RunFailed(UserError):

@@ -165,14 +165,15 @@ class RunSummary:
 def quiet_ray() -> Iterator[None]:
     """Ray's internals out of sight unless ``-v``: Ray Data's progress bars, execution plan
     and INFO lines, Ray's warnings about its own workings and the Python warnings of its
-    modules. Its errors, and minkscan's own warnings, still show."""
+    modules, and Ray Data's log of a failed task (a traceback whose cause the run's one-line
+    error states first and alone). Ray's other errors, and minkscan's warnings, still show."""
     if verbose():
         yield
         return
     loggers = [logging.getLogger(name) for name in ("ray", "ray.data")]
     levels = [log.level for log in loggers]
-    for log in loggers:
-        log.setLevel(logging.ERROR)
+    for log, level in zip(loggers, (logging.ERROR, logging.CRITICAL), strict=True):
+        log.setLevel(level)
     settings = {"enable_progress_bars": False, "print_on_execution_start": False}
     try:
         with warnings.catch_warnings(), data_context(**settings):

@@ -92,7 +92,14 @@ def _read_jsonl(raw: bytes, columns: list[str], text_column: str | None) -> pa.T
     """JSON lines whose columns mix types (ids 1 and "b", say), parsed record by record:
     each column becomes strings (`_typed_string`), except that a text column value that is
     not a string is flagged in `NOT_TEXT_FLAG` (its row gets status not_text)."""
-    records = [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+    records = []
+    for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as error:  # the file's line, not the record's
+            raise ValueError(f"line {number} is not JSON ({error.msg})") from None
     present = [c for c in columns if any(c in record for record in records)]
     table = {}
     for name in present:
