@@ -6,6 +6,7 @@ by id."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import threading
 import time
@@ -66,6 +67,30 @@ def test_resuming_with_a_score_changing_setting_is_refused_but_a_speed_setting_i
     code = score(tiny_llama_dir, inputs, out, "--set", "scoring.max_tokens=64",
                  "--batch-tokens", "256", "--set", "scoring.head=logits")  # fmt: skip
     assert code == 0 and "nothing to do: all 6 documents" in capsys.readouterr().out
+
+
+def test_a_changed_tokenizer_is_another_model_and_auto_is_the_dtype_it_resolves_to(
+    tiny_llama_dir, tmp_path, capsys
+):
+    """The recorded identity covers a local model's tokenizer and config files, not only
+    its weights; the dtype is recorded as the actors resolve it, so --dtype float32 resumes
+    an `auto` run on CPU actors, and bfloat16 is refused."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_llama_dir, model)
+    inputs = three_shards(tmp_path / "in")
+    out = tmp_path / "out"
+    assert score(model, inputs, out) == 0
+    record = json.loads((out / "_minkscan.json").read_text())
+    assert record["identity"]["model"]["dtype"] == "float32"
+    capsys.readouterr()
+    assert score(model, inputs, out, "--dtype", "float32") == 0  # the same setting
+    assert score(model, inputs, out, "--dtype", "bfloat16") == 2
+    assert "model.dtype: 'float32' -> 'bfloat16'" in capsys.readouterr().err
+    tokenizer = json.loads((model / "tokenizer.json").read_text())
+    tokenizer["added_tokens"][0]["content"] = "<PAD>"
+    (model / "tokenizer.json").write_text(json.dumps(tokenizer))
+    assert score(model, inputs, out) == 2
+    assert "model.weights: 'sha256:" in capsys.readouterr().err
 
 
 def test_another_commit_layout_is_refused(tiny_llama_dir, tmp_path, capsys):

@@ -27,7 +27,7 @@ from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.planning import plan_inputs
 from minkscan.io.record import RunRecord
 from minkscan.io.scores import ScoreOutput
-from minkscan.models.identity import model_identity
+from minkscan.models.identity import model_identity, planned_dtype
 from minkscan.models.names import check_custom_code, check_model_name
 from minkscan.schema import CHARS_PER_TOKEN
 
@@ -64,9 +64,17 @@ class RunPlan:
 def run_record(config: ScanConfig, columns: list[str]) -> RunRecord:
     """The output's record of this run (`minkscan.io.record.RunRecord`)."""
     reference = config.baselines.reference_model
+    here = not joins_cluster(config)
+    gpus = config.ray.gpus_per_actor
+    reference_gpus = config.baselines.reference_gpus_per_actor
     identity = {
-        "model": model_identity(config.model),
-        "reference_model": None if reference is None else model_identity(reference),
+        "model": model_identity(config.model, planned_dtype(config.model, gpus, here)),
+        "reference_model": None
+        if reference is None
+        else model_identity(
+            reference,
+            planned_dtype(reference, gpus if reference_gpus is None else reference_gpus, here),
+        ),
         **score_settings(config),
     }
     layout = {
