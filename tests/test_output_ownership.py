@@ -16,6 +16,7 @@ import pytest
 from helpers import corrupt_pages, score, score_process, scores, write_parquet
 from minkscan.config import S3Config
 from minkscan.io.lease import OutputBusy, WriterLease
+from minkscan.io.scores import ScoreOutput
 from minkscan.schema import LEASE
 
 pytestmark = pytest.mark.usefixtures("local_ray")
@@ -265,6 +266,31 @@ def test_a_shard_failing_midway_is_dropped_whole_and_the_summary_counts_kept_row
     assert code == 0
     out = capsys.readouterr().out
     assert "scored 2 documents" in out and "skipped shards: 1" in out
+    assert scores(tmp_path / "out")["id"].to_list() == ["g0", "g1"]
+
+
+def test_a_skipped_shard_keeps_no_row_after_a_kill_and_a_resume(
+    tiny_llama_dir, tmp_path, capsys, monkeypatch
+):
+    """Killed after the bad shard was recorded but before its readable part's scores were
+    dropped (the delete never runs), then resumed: the resume drops them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    write_parquet(inputs / "good.parquet", id=["g0", "g1"], text=TEXTS[:2])
+    table = pa.table({"id": [f"b{i}" for i in range(6)], "text": ["x " * 30] * 6})
+    pq.write_table(table, inputs / "bad.parquet", row_group_size=3, compression="none")
+    corrupt_pages(inputs / "bad.parquet", row_group=1)
+    args = ("--skip-bad-shards", "--set", "data.piece_rows=3")
+    with monkeypatch.context() as killed:
+        killed.setattr(ScoreOutput, "delete_parts", lambda self, parts: None)
+        assert score(tiny_llama_dir, inputs, tmp_path / "out", *args) == 0
+    assert {"b0", "b1", "b2"} <= set(scores(tmp_path / "out")["id"].to_list())  # the kill's
+    capsys.readouterr()
+    assert score(tiny_llama_dir, inputs, tmp_path / "out", *args) == 0
+    assert "skipped shard" in capsys.readouterr().out  # named as skipped
     assert scores(tmp_path / "out")["id"].to_list() == ["g0", "g1"]
 
 

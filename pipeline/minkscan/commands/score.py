@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from minkscan.distributed.plan import plan_run
 
     plan = plan_run(config)
-    if not plan.to_score:
+    if not plan.to_score and not plan.stale:
         print(f"nothing to do: all {plan.rows_done_before} documents already scored in "
               f"{config.data.output}")  # fmt: skip
         for path, reason in plan.bad.items():

@@ -51,6 +51,7 @@ class RunPlan:
     rows_done_before: int
     bad: dict[str, str]
     has_ids: bool
+    stale: bool = False  # score files of a shard recorded as bad are left to drop
 
     @property
     def rows_to_score(self) -> int | None:
@@ -155,8 +156,10 @@ def plan_run(config: ScanConfig) -> RunPlan:
     expected = sum({piece.file.path: piece.file.size for piece in to_score}.values())
     where = Destination(fs, output.root, inputs.has_ids, expected // CHARS_PER_TOKEN)
     stages = score_stages(config, where)
+    bad_keys = set(output.bad_shards())
+    stale = any(part.key in bad_keys for part in output.parts())
     return RunPlan(fs, output, record, stages, files, pieces, to_score, done_before,
-                   rows_before, bad, inputs.has_ids)  # fmt: skip
+                   rows_before, bad, inputs.has_ids, stale)  # fmt: skip
 
 
 def resume(output: ScoreOutput, pieces: list[Piece]) -> tuple[list[Piece], int, int]:

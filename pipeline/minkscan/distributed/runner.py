@@ -139,12 +139,13 @@ def _summary(
     seconds: float,
     ids: IdReport | None,
 ) -> RunSummary:
-    """Drop the score files of shards that failed while being read (none of a bad shard
-    stays half-written), then sum up the run and what the output holds."""
+    """Drop the score files of every shard recorded as bad, this run's and a killed earlier
+    run's alike (none of a skipped shard's rows stays, whenever it was found bad), then sum
+    up the run and what the output holds."""
     found = plan.output.bad_shards()
     dropped = [key for key, entry in found.items() if entry["path"] not in plan.bad]
-    plan.output.delete_parts([part for part in plan.output.parts() if part.key in dropped])
-    progress.drop(dropped)
+    plan.output.delete_parts([part for part in plan.output.parts() if part.key in found])
+    progress.drop(found)
     skipped = {**plan.bad, **{found[key]["path"]: found[key]["reason"] for key in dropped}}
     complete, _ = plan.output.completion(plan.output.parts())
     total = sum(piece.rows for piece in complete)
