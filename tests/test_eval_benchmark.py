@@ -122,3 +122,25 @@ def test_group_with_one_class_names_the_group_in_the_error() -> None:
     frame = pl.DataFrame({"label": [0, 1, 1], "group": ["a", "a", "b"], "loss": [0.1, 0.2, 0.3]})
     with pytest.raises(ValueError, match="group b: .*both members"):
         metric_table(frame, {"Loss": "loss"})
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_benchmark_resumes_from_its_work_dir_and_refuses_one_of_other_data(
+    tiny_llama_dir, tmp_path, capsys
+):
+    path = tmp_path / "set.parquet"
+    pl.DataFrame({"text": TRAINING_TEXT, "label": [0, 1] * 3}).write_parquet(path)
+    work = tmp_path / "work"
+    args = ["benchmark", "--model", str(tiny_llama_dir), "--work-dir", str(work)]
+    assert main([*args, "--input", str(path), "--output", str(tmp_path / "one")]) == 0
+    parts = {p.name: p.stat().st_mtime_ns for p in (work / "scores").glob("part-*.parquet")}
+    assert main([*args, "--input", str(path), "--output", str(tmp_path / "two")]) == 0
+    again = {p.name: p.stat().st_mtime_ns for p in (work / "scores").glob("part-*.parquet")}
+    assert again == parts  # resumed: nothing scored twice
+    first = json.loads((tmp_path / "one" / "tables.json").read_text())["main"]
+    assert json.loads((tmp_path / "two" / "tables.json").read_text())["main"] == first
+    other = tmp_path / "other.parquet"
+    pl.DataFrame({"text": TRAINING_TEXT[:4], "label": [0, 1] * 2}).write_parquet(other)
+    capsys.readouterr()
+    assert main([*args, "--input", str(other), "--output", str(tmp_path / "three")]) == 2
+    assert f"--work-dir {work} holds a benchmark of other data" in capsys.readouterr().err

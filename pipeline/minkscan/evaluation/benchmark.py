@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from minkscan.config import ConfigError, ScanConfig
@@ -163,9 +164,7 @@ def run_benchmark(
     with _work_dir(work_dir) as directory:
         fs = filesystem_for([directory], config.data.s3)
         base = directory.rstrip("/")
-        fs.create_dir(fs_path(f"{base}/input"), recursive=True)
-        with fs.open_output_stream(fs_path(f"{base}/input/labelled.parquet")) as stream:
-            pq.write_table(data.select(ID, TEXT, LABEL, GROUP).to_arrow(), stream)
+        _write_input(fs, f"{base}/input/labelled.parquet", data.select(ID, TEXT, LABEL, GROUP))
         data_config = config.data.model_copy(
             update={
                 "input": [f"{base}/input/labelled.parquet"],
@@ -184,6 +183,20 @@ def run_benchmark(
     blind = with_blind_scores(data, TEXT, LABEL, GROUP).select(ID, BLIND)
     labelled = labelled.join(blind, on=ID, how="left", maintain_order="left")
     return _tabulate(labelled, config, k, summary.forward_passes, summary.pass_seconds)
+
+
+def _write_input(fs: pafs.FileSystem, path: str, data: pl.DataFrame) -> None:
+    """The benchmark's input under its work directory: written once, so that a re-run on the
+    same data resumes its scores; a work directory holding other data is refused."""
+    if fs.get_file_info(fs_path(path)).type == pafs.FileType.File:
+        with fs.open_input_file(fs_path(path)) as handle:
+            if pl.from_arrow(pq.read_table(handle)).equals(data):
+                return
+        raise InputError(f"--work-dir {path.rsplit('/', 2)[0]} holds a benchmark of other data: "
+                         "give another --work-dir, or the same data to resume")  # fmt: skip
+    fs.create_dir(fs_path(path.rsplit("/", 1)[0]), recursive=True)
+    with fs.open_output_stream(fs_path(path)) as stream:
+        pq.write_table(data.to_arrow(), stream)
 
 
 def _check_scored(labelled: pl.DataFrame) -> None:
