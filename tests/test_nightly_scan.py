@@ -131,3 +131,30 @@ def test_scan_on_s3_detects_a_changed_object(tiny_llama_dir: Path, tmp_path: Pat
         assert scored == {"a.parquet": 2, "b.parquet": 2}
     finally:
         server.stop()
+
+
+def test_a_scan_killed_midway_is_recovered_by_the_next_whatever_changed(
+    tiny_llama_dir: Path, tmp_path: Path, calibration, caplog
+) -> None:
+    """What a scan killed while scoring leaves: a run directory no manifest names, holding
+    the scores of a shard that then changes. The next scan discards it, with a warning, and
+    scores afresh (it used to fail every night until a person deleted it)."""
+    from minkscan.distributed.runner import run_scoring
+
+    inputs, output = tmp_path / "in", tmp_path / "scores"
+    inputs.mkdir()
+    shard(TEXTS[:2], 0).write_parquet(inputs / "a.parquet")
+    config = config_for(tiny_llama_dir, str(inputs), str(output))
+    nightly_scan(config, calibration, tmp_path / "report1")
+    shard(TEXTS[2:4], 2).write_parquet(inputs / "b.parquet")  # the killed scan's new shard
+    run_dir = str(output / "runs" / "run-0002")
+    killed = config.data.model_copy(
+        update={"input": [str(inputs / "b.parquet")], "input_root": str(inputs), "output": run_dir}
+    )
+    run_scoring(config.model_copy(update={"data": killed}))
+    shard([TEXTS[5]], 2).write_parquet(inputs / "b.parquet")  # then b changes
+    result = nightly_scan(config, calibration, tmp_path / "report2")
+    assert "discarding" in caplog.text and "left by an unfinished scan" in caplog.text
+    assert len(result.changes.new) == 1
+    rescored = pl.read_parquet(output / "runs" / "run-0002" / "part-*.parquet")["id"]
+    assert rescored.to_list() == ["doc-2"]  # b as it is now, once

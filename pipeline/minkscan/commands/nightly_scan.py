@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,11 +27,21 @@ from minkscan.config import ScanConfig
 from minkscan.distributed.runner import run_scoring
 from minkscan.io.inputs import discover
 from minkscan.io.paths import filesystem_for, fs_path, join, write_text
-from minkscan.io.scores import ScoreOutput
+from minkscan.io.scores import OutputError, ScoreOutput
 from minkscan.reporting.render import json_summary, write_report
 from minkscan.reporting.summary import Report, build_report
-from minkscan.schema import GROUP, NIGHTLY_MANIFEST, RUNS_DIR, SHARD, SOURCE
+from minkscan.schema import (
+    GROUP,
+    MARKER,
+    NIGHTLY_MANIFEST,
+    OUTPUT_NAMES,
+    RUNS_DIR,
+    SHARD,
+    SOURCE,
+    parse_part_name,
+)
 
+logger = logging.getLogger(__name__)
 MANIFEST_NAME = NIGHTLY_MANIFEST
 READ_BLOCK = 1 << 22
 
@@ -107,6 +118,29 @@ class NightlyResult:
     diff_path: str
 
 
+def _only_minkscans(fs: pafs.FileSystem, directory: str) -> bool:
+    """Whether ``directory`` is a score output holding nothing but what minkscan writes."""
+    entries = fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
+    names = {entry.base_name for entry in entries}
+    return MARKER in names and all(
+        name in OUTPUT_NAMES or parse_part_name(name) is not None for name in names
+    )
+
+
+def _score_scan(config: ScanConfig, fs: pafs.FileSystem, run_root: str) -> None:
+    """Score one scan's shards into its run directory. A directory left by a scan that was
+    killed (no manifest names it yet) is resumed; if it cannot be (its shards or settings
+    changed since), it is discarded and the scan scored afresh, with a warning."""
+    try:
+        run_scoring(config)
+    except OutputError as refused:
+        if not _only_minkscans(fs, run_root):
+            raise
+        logger.warning("discarding %s, left by an unfinished scan: %s", run_root, refused)
+        fs.delete_dir(run_root)
+        run_scoring(config)
+
+
 def nightly_scan(
     config: ScanConfig, calibration: Calibration, report_dir: str | Path
 ) -> NightlyResult:
@@ -136,7 +170,7 @@ def nightly_scan(
                 "output": f"{prefix}/{RUNS_DIR}/{run}",
             }
         )
-        run_scoring(config.model_copy(update={"data": run_data}))
+        _score_scan(config.model_copy(update={"data": run_data}), fs, fs_path(run_data.output))
         runs.update(dict.fromkeys(changes.to_score, run))
     for stale in {entry["run"] for entry in manifest["shards"].values()}:
         if stale not in runs.values():
