@@ -70,3 +70,12 @@ def test_benchmark_refuses_a_label_of_one_half_before_scoring(tmp_path, capsys):
     assert main(["benchmark", "--input", str(path), "--model", "no-such-model-needed"]) == 2
     err = capsys.readouterr().err
     assert "labels must be 0/1 or true/false; 1 are not (e.g. 0.5)" in err
+
+
+def test_benchmark_refuses_a_missing_input_in_one_line_before_anything_heavy(tmp_path, capsys):
+    code = main(["benchmark", "--input", str(tmp_path / "nope.parquet"), "--output",
+                 str(tmp_path / "out")])  # fmt: skip
+    assert code == 2
+    assert (
+        capsys.readouterr().err == f"minkscan benchmark: input not found: {tmp_path}/nope.parquet\n"
+    )

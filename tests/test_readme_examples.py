@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from helpers import BIN, REPO, SAMPLE, SHARED_DATA, ray_head, submit_job
+from helpers import BIN, REPO, SAMPLE, ray_head, submit_job
 from minkscan.cli import main
 from minkscan.config import build_config
 
@@ -78,15 +78,15 @@ def _commands(lines: list[str]) -> list[str]:
 
 @pytest.fixture
 def scratch(tmp_path, monkeypatch, s3_env):
-    """A scratch directory holding what the examples name, the repository's pipeline/ beside
-    it (the quick start scores the sample by that path), ../shared, and S3 (moto)."""
+    """A scratch directory holding what the examples name, the repository's pipeline/ in it
+    (the quick start and the benchmark read the bundled sample by that path) and nothing
+    beside it, as in a user's clone; and S3 (moto)."""
     _, client = s3_env
     sample = pl.read_parquet(SAMPLE)
     work = tmp_path / "work"
     for directory in ("corpus", "testsets", "data/shards", "audit", "fresh"):
         (work / directory).mkdir(parents=True)
     (work / "pipeline").symlink_to(REPO / "pipeline")
-    (tmp_path / "shared").symlink_to(SHARED_DATA.parent)
     # Few rows each (SmolLM2 scores ~200 tokens/s on two cores): the examples are run for
     # what they do, not for how many rows.
     halves = [sample.slice(0, 8), sample.slice(8, 8)]

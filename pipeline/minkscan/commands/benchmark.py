@@ -75,7 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from minkscan.evaluation.benchmark import read_labelled, run_benchmark, run_online_benchmark
+    from minkscan.io.labels import read_labelled
 
     k = args.main_k
     limit, args.limit = args.limit, None  # per group, here, not the first rows of the input
@@ -98,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
         reference = config.model.model_copy(update={"name": args.ref_model})
         baselines = config.baselines.model_copy(update={"reference_model": reference})
         config = config.model_copy(update={"baselines": baselines})
-    data = read_labelled(args.input)
+    data = read_labelled(args.input)  # refused before anything heavy is imported
+    from minkscan.evaluation.benchmark import run_benchmark, run_online_benchmark
+
     if limit is not None:
         data = data.group_by(GROUP, maintain_order=True).head(limit)
     if args.online:

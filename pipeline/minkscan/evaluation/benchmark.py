@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,44 +32,12 @@ from minkscan.evaluation.tables import (
     to_markdown,
 )
 from minkscan.io.inputs import InputError
-from minkscan.io.labels import checked_labels
 from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.scores import read_scores
 from minkscan.methods import LOSS, single_pass_columns
 from minkscan.models.loading import load_model
 from minkscan.schema import GROUP, ID, LABEL, ROW, SOURCE, STATUS, TEXT
 from minkscan.scorer import DocumentScorer
-
-
-def read_labelled(paths: Sequence[str]) -> pl.DataFrame:
-    """Concatenate labelled Parquet files into columns id, text, label, group.
-
-    ``group`` defaults to the file's stem (e.g. length32) when the file has none.
-    """
-    frames = []
-    for path in paths:
-        frame = pl.read_parquet(path)
-        missing = {TEXT, LABEL} - set(frame.columns)
-        if missing:
-            raise InputError(f"{path}: missing column(s) {sorted(missing)}")
-        stem = Path(path).stem
-        if ID not in frame.columns:
-            frame = frame.with_row_index(ID).with_columns(pl.format(f"{stem}:{{}}", ID))
-        if GROUP not in frame.columns:
-            frame = frame.with_columns(pl.lit(stem).alias(GROUP))
-        frames.append(
-            frame.select(
-                pl.col(ID).cast(pl.Utf8),
-                pl.col(TEXT),
-                checked_labels(frame[LABEL], path),
-                pl.col(GROUP).cast(pl.Utf8),
-            )
-        )
-    data = pl.concat(frames)
-    duplicated = data.filter(pl.col(ID).is_duplicated())[ID].unique().sort().to_list()
-    if duplicated:
-        raise InputError(f"ids must be unique across --data files; repeated: {duplicated[:5]}")
-    return data
 
 
 @dataclass(frozen=True)

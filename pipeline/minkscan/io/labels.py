@@ -1,14 +1,19 @@
-"""Membership labels as users give them: 1 or true (member), 0 or false (non-member), and
+"""Labelled inputs (`read_labelled`, what `benchmark` reads) and membership labels as users
+give them: 1 or true (member), 0 or false (non-member), and
 nothing else. A label of 0.5 is not truncated to 0, a string is not guessed at, a missing
 label is not dropped, and an id labelled both ways is not counted twice: each is refused in
 one line, with examples and how many, before any work starts."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 import polars as pl
 
 from minkscan.errors import UserError
-from minkscan.schema import ID
+from minkscan.io.inputs import InputError
+from minkscan.schema import GROUP, ID, LABEL, TEXT
 
 # Text forms of a label (CSV and JSON may carry labels as text).
 _TEXT_FORMS = {"1": 1, "0": 0, "true": 1, "false": 0}
@@ -52,3 +57,39 @@ def unique_labels(frame: pl.DataFrame, label: str, where: str) -> pl.DataFrame:
         raise LabelError(f"{where}: {conflicting.len()} ids are labelled both member and "
                          f"non-member (e.g. {shown})")  # fmt: skip
     return frame
+
+
+def read_labelled(paths: Sequence[str]) -> pl.DataFrame:
+    """Concatenate labelled Parquet files into columns id, text, label, group.
+
+    ``group`` defaults to the file's stem (e.g. length32) when the file has none.
+    """
+    frames = []
+    for path in paths:
+        try:
+            frame = pl.read_parquet(path)
+        except FileNotFoundError:
+            raise InputError(f"input not found: {path}") from None
+        except (OSError, pl.exceptions.ComputeError) as error:
+            raise InputError(f"{path} is not a readable Parquet file: {error}") from None
+        missing = {TEXT, LABEL} - set(frame.columns)
+        if missing:
+            raise InputError(f"{path}: missing column(s) {sorted(missing)}")
+        stem = Path(path).stem
+        if ID not in frame.columns:
+            frame = frame.with_row_index(ID).with_columns(pl.format(f"{stem}:{{}}", ID))
+        if GROUP not in frame.columns:
+            frame = frame.with_columns(pl.lit(stem).alias(GROUP))
+        frames.append(
+            frame.select(
+                pl.col(ID).cast(pl.Utf8),
+                pl.col(TEXT),
+                checked_labels(frame[LABEL], path),
+                pl.col(GROUP).cast(pl.Utf8),
+            )
+        )
+    data = pl.concat(frames)
+    duplicated = data.filter(pl.col(ID).is_duplicated())[ID].unique().sort().to_list()
+    if duplicated:
+        raise InputError(f"ids must be unique across --data files; repeated: {duplicated[:5]}")
+    return data
