@@ -5,6 +5,7 @@ threshold apart, and highlights are whole words."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,6 @@ from minkscan.reporting import build_report, write_report
 from minkscan.reporting.evidence import whole_words
 from minkscan.reporting.groups import NOT_ESTIMABLE
 from minkscan.reporting.render import distinct_digits
-from minkscan.reporting.summary import AT_LEAST_NOTE
 
 
 def frame(values, group: str, lengths=None) -> pl.DataFrame:
@@ -67,9 +67,14 @@ def test_an_interval_spanning_nearly_everything_reads_not_estimable(nonmembers, 
     )
     (row,) = report.primary
     assert not row.estimable and row.estimate() == NOT_ESTIMABLE
-    page, markdown, *_ = (Path(p).read_text() for p in write_report(report, tmp_path))
+    page, markdown, summary, *_ = (Path(p).read_text() for p in write_report(report, tmp_path))
     assert NOT_ESTIMABLE in page and NOT_ESTIMABLE.replace("/", "/") in markdown
     assert "100.0% [0.0%, 100.0%]" not in page + markdown
+    # One story in every output: JSON says null with the reason, never 1.0 [0, 1].
+    (group,) = json.loads(summary)["groups"]
+    assert (group["contamination"], group["contamination_low"], group["contamination_high"]) == (
+        None, None, None)  # fmt: skip
+    assert group["contamination_note"] == NOT_ESTIMABLE
 
 
 def test_at_least_is_explained_once_where_it_appears(nonmembers, tmp_path):
@@ -81,7 +86,20 @@ def test_at_least_is_explained_once_where_it_appears(nonmembers, tmp_path):
     assert report.primary[0].estimate().startswith("at least ")
     page, markdown, *_ = (Path(p).read_text() for p in write_report(report, tmp_path))
     assert page.count("the TPR is unknown") == 1 and markdown.count("the TPR is unknown") == 1
-    assert AT_LEAST_NOTE.split(":")[0].strip("'") in page
+    assert "the calibration has no members, so the TPR is unknown" in page
+
+
+def test_the_at_least_note_says_what_is_true_of_a_calibration_with_members(nonmembers, tmp_path):
+    members = frame(np.random.default_rng(5).normal(-1, 1, 40), "members")  # TPR below FPR
+    calibration = calibrate(nonmembers, members, n_resamples=50)
+    rng = np.random.default_rng(6)
+    scored = frame(np.concatenate([rng.normal(0, 1, 1500), rng.normal(4, 1, 500)]), "dirty")
+    report = build_report(pl.LazyFrame(scored), calibration, group_column="group")
+    assert report.at_least
+    note = report.at_least_note
+    assert "from 40 members) is no higher than its FPR" in note and "no members" not in note
+    markdown = Path(write_report(report, tmp_path)[1]).read_text()
+    assert markdown.count("from 40 members) is no higher than its FPR") == 1
 
 
 def test_a_length_warning_points_at_a_comparison_the_report_shows(nonmembers, tmp_path):

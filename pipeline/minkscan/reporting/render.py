@@ -20,8 +20,8 @@ import jinja2
 from minkscan.calibration.threshold import is_flagged
 from minkscan.io.paths import join, write_text
 from minkscan.reporting import plots
-from minkscan.reporting.groups import format_p, p_phrase
-from minkscan.reporting.summary import AT_LEAST_NOTE, Report
+from minkscan.reporting.groups import NOT_ESTIMABLE, GroupResult, format_p, p_phrase
+from minkscan.reporting.summary import Report
 from minkscan.schema import GROUP, ID, SELECTED
 
 _ENVIRONMENT = jinja2.Environment(
@@ -138,7 +138,7 @@ def markdown_summary(report: Report) -> str:
         ],  # fmt: skip
     )
     if report.at_least:
-        lines += ["", f"_{markdown_cell(AT_LEAST_NOTE)}_"]
+        lines += ["", f"_{markdown_cell(report.at_least_note)}_"]
     lines += _length_section(report)
     if report.top_documents:
         digits = distinct_digits([d.score for d in report.top_documents], cal.threshold)
@@ -199,11 +199,21 @@ def html_page(report: Report) -> str:
         sig=significant_digits,
         digits=distinct_digits([d.score for d in report.top_documents], report.threshold),
         flagged=lambda score: is_flagged(score, report.threshold),
-        at_least_note=AT_LEAST_NOTE,
+        at_least_note=report.at_least_note,
         fmt_p=format_p,
         p_phrase=p_phrase,
         version=importlib.metadata.version("minkscan"),
     )
+
+
+def _row(row: GroupResult) -> dict:
+    """A group's statistics for JSON: a contamination estimate that is not estimable is
+    null, with the reason, as the report's own cell says (never a bare 1.0)."""
+    values = asdict(row)
+    if not row.estimable:
+        values |= {"contamination": None, "contamination_low": None,
+                   "contamination_high": None, "contamination_note": NOT_ESTIMABLE}  # fmt: skip
+    return values
 
 
 def json_summary(report: Report) -> dict:
@@ -221,8 +231,8 @@ def json_summary(report: Report) -> dict:
         "calibration_source": report.calibration.source,
         "warnings": report.warnings,
         "unscored_groups": report.unscored,
-        "groups": [asdict(row) | {"verdict": report.sentence(row)} for row in report.primary],
-        "results": [asdict(row) for row in report.results],
+        "groups": [_row(row) | {"verdict": report.sentence(row)} for row in report.primary],
+        "results": [_row(row) for row in report.results],
         "length_check": asdict(report.lengths) if report.lengths else None,
         "blind_baseline": (
             None if report.shift is None else asdict(report.shift) | {"lines": report.blind_lines()}

@@ -29,10 +29,9 @@ from minkscan.reporting.shift import ShiftCheck, shift_check
 from minkscan.schema import GROUP_KEY, LABEL, N_TOKENS, STATUS
 
 ROC_OTHERS = 3  # methods drawn beside the primary one in the ROC plot
-# Said once, where an estimate reads "at least".
+# Said once, where an estimate reads "at least" (`Report.at_least_note` fills in why).
 AT_LEAST_NOTE = (
-    "'at least': the calibration has no members (or a TPR no higher than its FPR), so the "
-    "TPR is unknown and (flagged - FPR) / (1 - FPR) is a lower bound on the contaminated "
+    "'at least': {why}, so (flagged - FPR) / (1 - FPR) is a lower bound on the contaminated "
     "fraction"
 )
 
@@ -79,8 +78,21 @@ class Report:
 
     @property
     def at_least(self) -> bool:
-        """Whether some shown estimate is a lower bound (then `AT_LEAST_NOTE` explains it)."""
+        """Whether some shown estimate is a lower bound (then `at_least_note` explains it)."""
         return any(r.estimable and r.contamination_is_lower_bound for r in self.results)
+
+    @property
+    def at_least_note(self) -> str:
+        """Why the estimates that read 'at least' are lower bounds, for this calibration."""
+        lower = [r for r in self.results if r.estimable and r.contamination_is_lower_bound]
+        method = lower[0].method if lower else self.primary_method
+        cal = self.calibration.methods[method]
+        why = (
+            "the calibration has no members, so the TPR is unknown" if cal.tpr is None
+            else f"the calibration's TPR for {method} ({cal.tpr:.3f}, from {cal.n_members} "
+            f"members) is no higher than its FPR ({cal.fpr:.3f})"
+        )  # fmt: skip
+        return AT_LEAST_NOTE.format(why=why)
 
     def headline(self) -> str:
         """One sentence over all groups."""
