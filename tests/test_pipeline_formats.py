@@ -55,6 +55,7 @@ def test_each_format_is_scored_row_for_row_with_ids_from_its_relative_path(
     frame = pl.from_arrow(scores).sort("row")
     assert frame["id"].to_list() == [f"{name}:{row}" for row in range(3)]
     assert frame["status"].to_list() == ["ok", "empty", "ok"]
+    assert not (tmp_path / "out" / "_tmp").exists()  # a finished output keeps no _tmp/
 
 
 def test_jsonl_on_s3_is_read_and_scored(tiny_llama_dir, tmp_path, capsys, s3_server):

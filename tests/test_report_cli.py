@@ -119,3 +119,22 @@ def test_calibrate_and_report_write_to_s3_where_asked(tmp_path, capsys, s3_env):
     assert {"audit/cal.json", "audit/report/report.html", "audit/report/report.md",
             "audit/report/report.json"} <= keys  # fmt: skip
     assert not any(Path.cwd().glob("s3:*"))  # nothing landed in a local folder named s3:
+
+
+def test_a_misspelt_group_column_or_method_gets_a_did_you_mean_and_the_valid_names(
+    tmp_path, capsys
+):
+    scores = pl.DataFrame({"id": ["a", "b", "c"], "status": ["ok"] * 3, "n_tokens": [9] * 3,
+                           "minkpp_k20": [0.1, 0.2, 0.3], "loss": [-1.0, -2.0, -3.0],
+                           "dataset": ["x", "y", "x"]})  # fmt: skip
+    scores.write_parquet(tmp_path / "s.parquet")
+    assert main(["calibrate", "--nonmembers", str(tmp_path / "s.parquet"),
+                 "--output", str(tmp_path / "c.json")]) == 0  # fmt: skip
+    base = ["report", "--input", str(tmp_path / "s.parquet"), "--calibration",
+            str(tmp_path / "c.json"), "--output", str(tmp_path / "r")]  # fmt: skip
+    capsys.readouterr()
+    assert main([*base, "--group-column", "datset"]) == 2
+    assert "did you mean 'dataset'?" in capsys.readouterr().err
+    assert main([*base, "--method", "minkpp_k25"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'minkpp_k20'?" in err and "both have: minkpp_k20, loss" in err

@@ -68,6 +68,7 @@ def run_scoring(config: ScanConfig) -> RunSummary:
             seconds = time.perf_counter() - progress.started
             summary = _summary(config, plan, progress, seconds, ids)
             summary.manifest = write_manifest(plan.output, config, summary)
+            plan.output.tidy()
     except BaseException:
         if fresh and not plan.output.exists():  # refused before it wrote its marker
             plan.fs.delete_dir(plan.output.root)

@@ -178,8 +178,13 @@ class ScoreOutput:
         self.write_json(MARKER, {"format": FORMAT_VERSION, "columns": record.columns,
                                  "layout": record.layout, "identity": record.identity,
                                  "inputs": inputs})  # fmt: skip
+        self.tidy()  # a killed run's temporary files
+
+    def tidy(self) -> None:
+        """Remove the directory of files being written (`TMP_DIR`): at the start of a run,
+        a killed run's; at the end of one, the empty directory it leaves."""
         if self.fs.get_file_info(f"{self.root}/{TMP_DIR}").type == pafs.FileType.Directory:
-            self.fs.delete_dir(f"{self.root}/{TMP_DIR}")  # a killed run's temporary files
+            self.fs.delete_dir(f"{self.root}/{TMP_DIR}")
 
     def parts(self) -> list[PartFile]:
         """Every score shard in the directory, from the listing alone."""

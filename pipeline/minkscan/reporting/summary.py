@@ -9,6 +9,7 @@ that "found" contamination is not mistaken for evidence.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field, replace
 
 import polars as pl
@@ -218,9 +219,11 @@ def build_report(
         raise ValueError("the scores have none of the calibrated score columns")
     primary = _primary(methods, primary_method)
     if group_column is not None and group_column not in names:
+        close = difflib.get_close_matches(group_column, names, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
         raise ValueError(
-            f"group column '{group_column}' is not in the scores (has {names[:12]}); keep it "
-            f"with `minkscan score --keep-columns {group_column}`"
+            f"group column '{group_column}' is not in the scores ({hint}they have "
+            f"{names[:12]}); keep it with `minkscan score --keep-columns {group_column}`"
         )
     group = pl.col(group_column).cast(pl.Utf8).fill_null("(none)") if group_column else None
     rows = scores.with_columns((group if group is not None else pl.lit("all")).alias(GROUP_KEY))
@@ -298,8 +301,11 @@ def _primary(methods: list[str], declared: str | None) -> str:
     try:
         return primary_method(methods, declared)
     except ValueError:
+        close = difflib.get_close_matches(str(declared), methods, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
         raise ValueError(
-            f"method '{declared}' is not in both the scores and the calibration"
+            f"method '{declared}' is not in both the scores and the calibration ({hint}both "
+            f"have: {', '.join(methods)})"
         ) from None
 
 
