@@ -85,3 +85,27 @@ def test_config_rejects_unknown_keys_and_bad_values_naming_the_key() -> None:
 def test_config_overrides_use_dotted_keys() -> None:
     config = build_config({"model": {"name": "a"}}, {"model.name": "b", "scoring.max_tokens": 64})
     assert (config.model.name, config.scoring.max_tokens) == ("b", 64)
+
+
+def test_score_texts_keeps_its_scorer_between_calls_until_released(
+    tiny_llama_dir, monkeypatch, capfd
+):
+    """The second call on a model loads nothing and runs no start-up probe again; at most
+    `SCORER_CACHE_SIZE` scorers are kept; `release_scorers` drops them; no library progress
+    bar reaches stderr."""
+    from minkscan import release_scorers, score_texts
+    from minkscan import scorer as scorer_module
+
+    release_scorers()
+    loads = []
+    real_load = scorer_module.load_model
+    monkeypatch.setattr(scorer_module, "load_model", lambda c: loads.append(c) or real_load(c))
+    first = score_texts(["A first text here.", ""], model=str(tiny_llama_dir))
+    second = score_texts(["A first text here.", ""], model=str(tiny_llama_dir))
+    assert len(loads) == 1 and first.equals(second)
+    score_texts(["x y z"], model=str(tiny_llama_dir), k_percentages=[20])  # other settings
+    score_texts(["x y z"], model=str(tiny_llama_dir), max_tokens=16)
+    assert scorer_module._cached_scorer.cache_info().currsize == scorer_module.SCORER_CACHE_SIZE
+    release_scorers()
+    assert scorer_module._cached_scorer.cache_info().currsize == 0
+    assert "Loading weights" not in capfd.readouterr().err

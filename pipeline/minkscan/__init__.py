@@ -17,6 +17,7 @@ from typing import Any
 _EXPORTS = {
     "DocumentScorer": "minkscan.scorer",
     "score_texts": "minkscan.scorer",
+    "release_scorers": "minkscan.scorer",
     "ScanConfig": "minkscan.config",
     "load_config": "minkscan.config",
 }

@@ -17,6 +17,7 @@ of a batch, at most `minkscan.models.workspace.batch_bytes` more (`workspace_byt
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -261,15 +262,32 @@ def score_texts(
     (k_percentages, max_tokens, prepend_bos, batch_tokens, ...).
     """
     model_options, scoring_options = _split_options(options)
+    scoring = ScoringConfig(**scoring_options)
+    texts = list(texts)
     if isinstance(model, LoadedModel):
         if model_options:
             raise TypeError(
                 f"model options {sorted(model_options)} need a model name, not a LoadedModel"
             )
-        loaded = model
-    else:
-        loaded = load_model(ModelConfig(name=model, **model_options))
-    texts = list(texts)
-    expected = sum(len(text) for text in texts if isinstance(text, str)) // CHARS_PER_TOKEN
-    scorer = DocumentScorer(loaded, ScoringConfig(**scoring_options), expected_tokens=expected)
-    return scorer.score_frame(texts)
+        expected = sum(len(text) for text in texts if isinstance(text, str)) // CHARS_PER_TOKEN
+        return DocumentScorer(model, scoring, expected_tokens=expected).score_frame(texts)
+    config = ModelConfig(name=model, **model_options)
+    return _cached_scorer(config.model_dump_json(), scoring.model_dump_json()).score_frame(texts)
+
+
+# Scorers `score_texts` keeps between calls, each with its model, start-up probes and head
+# path: the second call on a model pays none of their set-up. Bounded, so a loop over many
+# models holds at most this many; `release_scorers` frees them.
+SCORER_CACHE_SIZE = 2
+
+
+@functools.lru_cache(maxsize=SCORER_CACHE_SIZE)
+def _cached_scorer(model: str, scoring: str) -> DocumentScorer:
+    """The scorer of one model and settings (both as JSON: hashable)."""
+    loaded = load_model(ModelConfig.model_validate_json(model))
+    return DocumentScorer(loaded, ScoringConfig.model_validate_json(scoring))
+
+
+def release_scorers() -> None:
+    """Drop the scorers (and their models) `score_texts` keeps, freeing their memory."""
+    _cached_scorer.cache_clear()

@@ -22,6 +22,7 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+from transformers.utils import logging as transformers_logging
 
 from minkscan.config import ModelConfig
 from minkscan.errors import UserError
@@ -137,6 +138,8 @@ def load_model(config: ModelConfig, gpus: int = 1) -> LoadedModel:
     with ``gpus`` > 1, one replica split over that many GPUs (models larger than one)."""
     source = _source(config)
     common = {"revision": config.revision, "trust_remote_code": config.trust_remote_code}
+    if not logging.getLogger("minkscan").isEnabledFor(logging.DEBUG):  # bars only with -v
+        transformers_logging.disable_progress_bar()
     tokenizer = load_tokenizer(config)
     device_map = placement(config, gpus)
     device = resolve_device(config.device) if device_map is None else torch.device("cuda")
