@@ -77,6 +77,7 @@ def test_second_local_scan_scores_only_new_and_changed_shards_and_diffs(
     assert printed[0].startswith("nightly scan: 1 new, 1 changed, 1 unchanged, 0 removed")
     assert printed[1].endswith("(minkpp_k20).")  # the verdict, as `report` prints it
     assert sum(line.strip().startswith(("No evidence", "Evidence")) for line in printed) == 4
+    assert any(line.strip().startswith("Blind baseline") for line in printed)  # as report
     manifest = json.loads((output / MANIFEST_NAME).read_text())
     runs = {Path(path).name: entry["run"] for path, entry in manifest["shards"].items()}
     assert runs == {"a.parquet": "run-0001", "b.parquet": "run-0002", "c.parquet": "run-0002"}

@@ -134,3 +134,15 @@ def test_a_broken_jsonl_line_is_named_by_its_line_in_the_file_in_one_line(
         f"minkscan score: cannot read input shard {tmp_path / 'docs.jsonl'}: line 2501 is not "
         "JSON (Unterminated string starting at)"
     ]
+
+
+def test_scoring_a_score_output_says_what_it_is(tiny_llama_dir, tmp_path, capsys):
+    pl.DataFrame({"text": ["A text."]}).write_parquet(tmp_path / "in.parquet")
+    out = tmp_path / "out"
+    assert main(["score", "--input", str(tmp_path / "in.parquet"), "--output", str(out),
+                 "--model", str(tiny_llama_dir)]) == 0  # fmt: skip
+    capsys.readouterr()
+    code = main(["score", "--input", str(out), "--output", str(tmp_path / "again"),
+                 "--model", str(tiny_llama_dir)])  # fmt: skip
+    assert code == 2
+    assert f"input {out} is a minkscan score output, not documents" in capsys.readouterr().err

@@ -9,6 +9,7 @@ is imported here, so ``--help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,16 @@ def config_from_args(args: argparse.Namespace, flags: dict[str, Any] | None = No
         args.config,
         parse_set(args.set) | {key: value for key, value in given.items() if value is not None},
     )
+
+
+def print_verdict(report: Any) -> None:
+    """A `minkscan.reporting.summary.Report` as `report` and `nightly` print it: the
+    headline, each group's sentence, the blind baseline's and the audits' lines, then the
+    warnings on stderr."""
+    print(report.headline())
+    for row in report.primary:
+        print(f"  {report.sentence(row)}")
+    for line in report.blind_lines() + report.audit_lines():
+        print(f"  {line}")
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)

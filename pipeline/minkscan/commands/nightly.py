@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from minkscan.commands.common import add_config_arguments, config_from_args, for_key
+from minkscan.commands.common import add_config_arguments, config_from_args, for_key, print_verdict
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,11 +45,7 @@ def run(args: argparse.Namespace) -> int:
         f"{len(changes.unchanged)} unchanged, {len(changes.removed)} removed shards; "
         f"report in {args.report}"
     )
-    print(report.headline())
-    for row in report.primary:
-        print(f"  {report.sentence(row)}")
-    for warning in report.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+    print_verdict(report)
     if args.fail_above is None:
         return 0
     failing = report.exceeding(args.fail_above)
@@ -57,4 +53,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"minkscan nightly: shard '{row.group}' is contaminated and its contamination "
               f"is at least {row.contamination_low:.3f} > {args.fail_above}",
               file=sys.stderr)  # fmt: skip
-    return int(bool(failing))
+    for name in report.unscored:
+        print(f"minkscan nightly: shard '{name}' has no scored document, so it cannot pass "
+              "--fail-above", file=sys.stderr)  # fmt: skip
+    return int(bool(failing or report.unscored))

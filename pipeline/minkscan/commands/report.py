@@ -7,6 +7,7 @@ import argparse
 import logging
 import sys
 
+from minkscan.commands.common import print_verdict
 from minkscan.errors import UserError
 from minkscan.evaluation.blind import BLIND_AUROC_WARN
 
@@ -113,13 +114,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as error:
         raise UserError(str(error)) from None
-    print(report.headline())
-    for row in report.primary:
-        print(f"  {report.sentence(row)}")
-    for line in report.blind_lines() + report.audit_lines():
-        print(f"  {line}")
-    for warning in report.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+    print_verdict(report)
     for path in write_report(report, args.output):
         print(f"wrote {path}")
     if args.fail_above is not None:

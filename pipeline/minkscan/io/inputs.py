@@ -152,6 +152,11 @@ def discover(
             matches = [i for i in _walk(fs, base) if pattern.fullmatch(i.path)]
             roots.append(base)
         elif info.type == pafs.FileType.Directory:
+            if fs.get_file_info(f"{path}/{MARKER}").type == pafs.FileType.File:
+                raise InputError(
+                    f"input {spec} is a minkscan score output, not documents: give the "
+                    "documents it scored, or read it with calibrate, report or benchmark"
+                )
             matches = _walk(fs, path)
             roots.append(path)
         elif info.type == pafs.FileType.File:
