@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import polars as pl
@@ -56,6 +57,8 @@ def test_each_format_is_scored_row_for_row_with_ids_from_its_relative_path(
     assert frame["id"].to_list() == [f"{name}:{row}" for row in range(3)]
     assert frame["status"].to_list() == ["ok", "empty", "ok"]
     assert not (tmp_path / "out" / "_tmp").exists()  # a finished output keeps no _tmp/
+    # The summary gives the scoring seconds and, beside them, all the seconds waited.
+    assert re.search(r"in \d+\.\d s \(\d+\.\d s in all\):", capsys.readouterr().out)
 
 
 def test_jsonl_on_s3_is_read_and_scored(tiny_llama_dir, tmp_path, capsys, s3_server):

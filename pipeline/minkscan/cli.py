@@ -14,6 +14,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 import traceback
 from importlib.metadata import version
 
@@ -92,7 +93,9 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()
     args = build_parser().parse_args(argv)
+    args.started = started  # what the person waits from (a command's summary says it)
     _configure_logging(args.verbose)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None

@@ -4,6 +4,7 @@ files with Ray. The same flags serve `jobs/score.py` for `ray job submit`."""
 from __future__ import annotations
 
 import argparse
+import time
 from importlib.resources import files
 
 from minkscan.commands.common import (
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     from minkscan.distributed.runner import run_scoring
 
     summary = run_scoring(config)
-    print(summary.line())
+    print(summary.line(wall_seconds=time.perf_counter() - args.started))
     for path, reason in summary.skipped_shards.items():
         print(f"skipped shard {path}: {reason}")
     return 0

@@ -143,8 +143,10 @@ class RunSummary:
     def tokens_per_second(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
 
-    def line(self) -> str:
-        """The one-line summary printed at the end of a run."""
+    def line(self, wall_seconds: float | None = None) -> str:
+        """The one-line summary printed at the end of a run; ``wall_seconds``, what the
+        person waited (imports, planning and Ray's start-up included), beside the scoring
+        seconds the rates divide by."""
         statuses = ", ".join(f"{k}={v}" for k, v in sorted(self.statuses.items()))
         passes = ", ".join(
             f"{k} {v} ({self.pass_seconds.get(k, 0.0):.1f} s)"
@@ -152,7 +154,8 @@ class RunSummary:
         )
         ids = f"; ids: {self.ids.line()}" if self.ids and self.ids.line() else ""
         return (
-            f"scored {self.documents} documents ({self.tokens} tokens) in {self.seconds:.1f} s: "
+            f"scored {self.documents} documents ({self.tokens} tokens) in {self.seconds:.1f} s"
+            f"{'' if wall_seconds is None else f' ({wall_seconds:.1f} s in all)'}: "
             f"{self.docs_per_second:.1f} docs/s, {self.tokens_per_second:.0f} tokens/s; "
             f"statuses: {statuses or 'none'}; forward passes per document (actor seconds): "
             f"{passes}; "
