@@ -29,6 +29,8 @@ Parts (``--parts``, default all; ``--smoke`` runs tiny sizes, a CPU check of the
     python3 benchmarks/gpu_suite.py --assemble OUT1 OUT2 ... --out benchmarks/results
     .venv/bin/python benchmarks/gpu_suite.py --out /tmp/suite --smoke   # CPU: tiny sizes
 
+Within a 15-minute lease: ``--documents 20000 --pipeline-documents 10000 --compile-tokens 512``.
+
 gpu.json holds device, torch, transformers, date; per model (512 tokens, head auto, body
 eager) c_over_a, b_over_c, mfu_c, peak_mem_a_mib, peak_mem_c_mib; ``end_to_end`` with
 in_process_over_bare, pipeline_over_in_process and tokens_per_gpu_hour (1B model); then every
@@ -224,7 +226,9 @@ def head_row(name: str, rows: int, hidden_size: int, vocab: int, softcap: float 
     return row
 
 
-def speed(name: str, smoke: bool) -> list[dict[str, object]]:
+def speed(name: str, smoke: bool, compile_tokens: tuple[int, ...] | None = None):
+    """`bench_gpu` at each length, the body eager, and compiled at ``compile_tokens``
+    (default: every length; each compiled shape costs 20-40 s of compilation)."""
     import bench_gpu
 
     dev = device()
@@ -236,6 +240,8 @@ def speed(name: str, smoke: bool) -> list[dict[str, object]]:
     results = []
     for tokens in lengths:
         for compile_body in (False, True):
+            if compile_body and compile_tokens is not None and tokens not in compile_tokens:
+                continue
             result = bench_gpu.bench_model(model, name, dev, peak, batch=max(1, budget // tokens),
                                            tokens=tokens, repeats=1 if smoke else 3,
                                            compile_body=compile_body)  # fmt: skip
@@ -292,11 +298,11 @@ def bare_tokens_per_second(loaded, tokens: int, batch: int) -> float:
     return batch * tokens / timed(forward, repeats=3)
 
 
-def end_to_end(smoke: bool) -> dict[str, object]:
+def end_to_end(smoke: bool, documents: int | None = None) -> dict[str, object]:
     from minkscan.scorer import score_texts
 
     loaded = random_1b(smoke)
-    texts = corpus(smoke)
+    texts = corpus(smoke, documents)
     score_texts(texts[:256], loaded)  # warm-up: probes, kernels
     sync()
     start = time.perf_counter()
@@ -311,7 +317,7 @@ def end_to_end(smoke: bool) -> dict[str, object]:
             "tokens_per_gpu_hour": rate * 3600}  # fmt: skip
 
 
-def pipeline(smoke: bool, out: Path) -> dict[str, object]:
+def pipeline(smoke: bool, documents: int | None = None) -> dict[str, object]:
     """`minkscan score` through Ray Data with one GPU actor (needs Ray)."""
     if importlib.util.find_spec("ray") is None:
         return {"skipped": "ray is not installed on this machine"}
@@ -322,7 +328,7 @@ def pipeline(smoke: bool, out: Path) -> dict[str, object]:
     from minkscan.scorer import score_texts
 
     loaded = random_1b(smoke)
-    texts = corpus(smoke, 100 if smoke else 20_000)
+    texts = corpus(smoke, 100 if smoke else documents or 20_000)
     work = Path(tempfile.mkdtemp(prefix="gpu-suite-"))
     loaded.model.save_pretrained(work / "model")
     loaded.tokenizer.save_pretrained(work / "model")
@@ -351,20 +357,25 @@ def pipeline(smoke: bool, out: Path) -> dict[str, object]:
     wall = time.perf_counter() - start
     positions = summary.tokens + summary.documents
     scoring_rate = positions / summary.seconds
+    actor_s = sum(summary.pass_seconds.values())  # the scoring actor's compute alone
     return {"documents": summary.documents, "tokens": positions, "wall_s": wall,
             "scoring_s": summary.seconds, "tokens_per_s": scoring_rate,
+            "actor_compute_s": actor_s,
+            "tokens_per_actor_s": positions / actor_s if actor_s else None,
             "in_process_tokens_per_s": in_process,
             "pipeline_over_in_process": scoring_rate / in_process,
             "tokens_per_gpu_hour": scoring_rate * 3600,
             "tokens_per_gpu_hour_wall": positions / wall * 3600}  # fmt: skip
 
 
-def run_part(part: str, smoke: bool, out: Path) -> object:
+def run_part(part: str, args: argparse.Namespace) -> object:
     if part.startswith("speed:"):
-        return speed(part.split(":", 1)[1], smoke)
+        return speed(part.split(":", 1)[1], args.smoke, args.compile_tokens)
+    if part == "end_to_end":
+        return end_to_end(args.smoke, args.documents)
     if part == "pipeline":
-        return pipeline(smoke, out)
-    return globals()[part](smoke)
+        return pipeline(args.smoke, args.pipeline_documents)
+    return globals()[part](args.smoke)
 
 
 def part_file(out: Path, part: str) -> Path:
@@ -423,16 +434,33 @@ def _fmt(value: object, pattern: str = "{:.3f}") -> str:
     return "-" if value is None else pattern.format(value)
 
 
+def _ratio(record: dict[str, object], top: str, bottom: str) -> float | None:
+    return record[top] / record[bottom] if record.get(top) and record.get(bottom) else None
+
+
+def _times(value: float | None, factor: float) -> float | None:
+    return None if value is None else value * factor
+
+
 def markdown(summary: dict[str, object]) -> str:
     lines = [f"# GPU suite: {summary.get('device')}, torch {summary.get('torch')}, "
              f"transformers {summary.get('transformers')}, {summary.get('date')}", "",
              f"Parts measured: {', '.join(summary['parts'])}.", ""]  # fmt: skip
     e2e = summary["end_to_end"]
     lines += ["## End to end (random llama-1b, byte-level tokens)", "",
-              "| in-process / bare forward | pipeline / in-process | tokens per GPU-hour |",
-              "|---|---|---|",
-              f"| {_fmt(e2e['in_process_over_bare'])} | {_fmt(e2e['pipeline_over_in_process'])} "
-              f"| {_fmt(e2e['tokens_per_gpu_hour'], '{:.3g}')} |", ""]  # fmt: skip
+              "| documents: in-process / pipeline | in-process / bare forward "
+              "| pipeline / in-process | pipeline actor's compute / in-process "
+              "| tokens per GPU-hour: pipeline run / its actor's compute |",
+              "|---|---|---|---|---|",
+              f"| {e2e['in_process'].get('documents', '-')} / "
+              f"{e2e['pipeline'].get('documents', '-')}"
+              f" | {_fmt(e2e['in_process_over_bare'])} | {_fmt(e2e['pipeline_over_in_process'])} "
+              f"| {_fmt(_ratio(e2e['pipeline'], 'tokens_per_actor_s', 'in_process_tokens_per_s'))}"
+              f" | {_fmt(e2e['tokens_per_gpu_hour'], '{:.3g}')} / "
+              f"{_fmt(_times(e2e['pipeline'].get('tokens_per_actor_s'), 3600), '{:.3g}')} |",
+              "", "The pipeline's run seconds include Ray's start, the actor's model load and "
+              "its start-up probes; its actor's compute seconds are the scoring alone.",
+              ""]  # fmt: skip
     if "head" in summary:
         paths = sorted({k[:-3] for r in summary["head"] for k in r if k.endswith("_ms")
                         and k != "cublas_ms"})  # fmt: skip
@@ -486,6 +514,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (a CPU check)")
+    parser.add_argument("--documents", type=int, help="end_to_end's documents (100,000)")
+    parser.add_argument("--pipeline-documents", type=int, help="pipeline's documents (20,000)")
+    parser.add_argument(
+        "--compile-tokens",
+        type=int,
+        nargs="*",
+        help="the lengths speed also times with the body compiled (all)",
+    )
     parser.add_argument(
         "--assemble",
         type=Path,
@@ -504,7 +540,7 @@ def main() -> None:
                                      "smoke": args.smoke}  # fmt: skip
         started = time.perf_counter()
         try:
-            record["result"] = run_part(args.part, args.smoke, args.out)
+            record["result"] = run_part(args.part, args)
         except Exception as error:  # noqa: BLE001 - recorded; the suite goes on
             record["error"] = f"{type(error).__name__}: {error}"
             record["traceback"] = traceback.format_exc()
@@ -517,7 +553,12 @@ def main() -> None:
         return
     for part in args.parts:  # each in a fresh process: nothing one leaves behind slows the next
         command = [sys.executable, __file__, "--out", str(args.out), "--part", part,
-                   *(["--smoke"] if args.smoke else [])]  # fmt: skip
+                   *(["--smoke"] if args.smoke else []),
+                   *(["--documents", str(args.documents)] if args.documents else []),
+                   *(["--pipeline-documents", str(args.pipeline_documents)]
+                     if args.pipeline_documents else []),
+                   *(["--compile-tokens", *map(str, args.compile_tokens)]
+                     if args.compile_tokens is not None else [])]  # fmt: skip
         subprocess.run(command, env=os.environ | {"PYTHONUNBUFFERED": "1"}, check=False)
     print(markdown(assemble([args.out], args.out)))
 
