@@ -16,13 +16,11 @@ import termios
 from pathlib import Path
 
 import pytest
-from helpers import write_parquet
+from helpers import RAY_CORE_WORKER_LINE, write_parquet
 from minkscan.cli import main
 
 MINKSCAN = str(Path(sys.executable).parent / "minkscan")
 HEAVY = ("torch", "transformers", "ray")
-# The one line Ray's C++ core prints on its own, whatever the log level (ray-project/ray#53727).
-RAY_CORE_WORKER_LINE = "core_worker.cc:2465: Actor with class name: 'MapWorker(MapBatches("
 TEXTS = [f"Document number {i}, with a few words of its own." for i in range(40)]
 
 

@@ -94,12 +94,22 @@ def test_a_changed_tokenizer_is_another_model_and_auto_is_the_dtype_it_resolves_
     assert "model.weights: 'sha256:" in capsys.readouterr().err
 
 
-def test_another_commit_layout_is_refused(tiny_llama_dir, tmp_path, capsys):
+def test_commit_settings_are_free_between_runs_and_older_outputs_naming_them_resume(
+    tiny_llama_dir, tmp_path, capsys
+):
+    """How rows are cut into commits is no part of a run's identity: another commit_rows or
+    commit_seconds resumes, and an output whose record still names commit_rows (written
+    before commits were cut by time) resumes too."""
     inputs = three_shards(tmp_path / "in")
-    assert score(tiny_llama_dir, inputs, tmp_path / "out") == 0
+    out = tmp_path / "out"
+    assert score(tiny_llama_dir, inputs, out, "--set", "data.commit_rows=1") == 0
+    marker = json.loads((out / "_minkscan.json").read_text())
+    marker["layout"]["commit_rows"] = 1
+    (out / "_minkscan.json").write_text(json.dumps(marker))
     capsys.readouterr()
-    assert score(tiny_llama_dir, inputs, tmp_path / "out", "--set", "data.commit_rows=1") == 2
-    assert "commit_rows: 4096 -> 1" in capsys.readouterr().err
+    assert score(tiny_llama_dir, inputs, out, "--set", "data.commit_seconds=0") == 0
+    assert "all 6 documents already scored" in capsys.readouterr().out
+    assert sorted(scores(out)["id"]) == sorted(f"s{s}-{i}" for s in range(3) for i in range(2))
 
 
 def test_two_runs_on_one_output_get_exactly_one_writer(tiny_llama_dir, tmp_path):
@@ -348,4 +358,4 @@ def test_a_score_file_that_cannot_be_written_fails_the_run_naming_it_and_the_cau
 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"cannot write {victim}:" in err
-    assert "RayTaskError" not in err and "commit_scores" not in err
+    assert "RayTaskError" not in err and "CommitStage" not in err

@@ -74,7 +74,7 @@ def test_the_driver_wires_model_stages_without_importing_model_code():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [
-        "['read_pieces',", "'tokenize',", "'ScoreStage',", "'PassStage',", "'commit_scores']"
+        "['read_pieces',", "'tokenize',", "'ScoreStage',", "'PassStage',", "'CommitStage']"
     ]  # fmt: skip
 
 

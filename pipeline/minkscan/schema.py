@@ -28,6 +28,7 @@ GROUP_KEY = "_group"  # the group a report counts a row in (from --group-column,
 
 # Columns that travel between pipeline stages and never reach a score file.
 PIECE = "_piece"  # the input piece a row belongs to
+PIECE_ROWS = "_piece_rows"  # the rows this run reads of that piece (commit knows it whole)
 PRESET_STATUS = "_status"  # a status decided when the row was read (bad encoding, not text)
 INPUT_IDS = "_input_ids"  # token ids, tokenizer to model
 SPAN_START, SPAN_END = "_span_start", "_span_end"  # token spans, tokenizer to model

@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from minkscan.calibration.threshold import primary_method, sample_size_warning
     from minkscan.io.labels import checked_labels, unique_labels
     from minkscan.io.scores import read_scores
+    from minkscan.reporting.numbers import rate, significant_digits
 
     if args.nonmembers:
         data = read_scores(args.nonmembers)
@@ -96,11 +97,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UserError(str(error)) from None
     for name, method in result.methods.items():
-        tpr = "" if method.tpr is None else f" tpr={method.tpr:.3f} auroc={method.auroc:.3f}"
+        tpr = "" if method.tpr is None else f" tpr={rate(method.tpr)} auroc={rate(method.auroc)}"
         print(
-            f"{name}: flagged when score > {method.threshold:.4g} "
-            f"[{method.threshold_low:.4g}, {method.threshold_high:.4g}] "
-            f"fpr={method.fpr:.3f}{tpr}"
+            f"{name}: flagged when score > {significant_digits(method.threshold)} "
+            f"[{significant_digits(method.threshold_low)}, "
+            f"{significant_digits(method.threshold_high)}] fpr={rate(method.fpr)}{tpr}"
         )
     warning = sample_size_warning(result, primary_method(list(result.methods)))
     if warning:

@@ -63,7 +63,17 @@ class DataConfig(Section):
         None, ge=1, description="Score only the first N input rows (a quick trial)."
     )
     commit_rows: int = Field(
-        4096, ge=1, description="Rows per write of score files (several per piece)."
+        4096,
+        ge=1,
+        description="The most rows held before a write of score files: fewer, larger files "
+        "on fast runs.",
+    )
+    commit_seconds: float = Field(
+        30.0,
+        ge=0,
+        description="Write the rows held once the oldest arrived this many seconds ago "
+        "(checked as each scored block arrives; 0: every block): a kill loses at most about "
+        "this much work, one block's scoring at least.",
     )
     s3: S3Config = Field(default_factory=S3Config)
 

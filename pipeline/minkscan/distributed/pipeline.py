@@ -2,8 +2,9 @@
 
 pieces -> read (CPU tasks) -> tokenize (CPU tasks) -> ScoreStage (one model replica per
 actor; also the extra passes on the target model: Lowercase, Neighbor, ReCaLL, Con-ReCall)
-[-> PassStage for GradNorm] [-> PassStage for Ref] -> commit (CPU tasks writing score
-files) -> one statistics row per written file, streamed back to the driver.
+[-> PassStage for GradNorm] [-> PassStage for Ref] -> commit (one light actor writing score
+files by rows, time and whole pieces) -> statistics rows (rows scored, rows written),
+streamed back to the driver.
 
 Rows travel in blocks of ``ray.block_rows`` rows from the read on (cut inside the read
 tasks), so each block goes on to the next stage as soon as one is done with it.
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 import pyarrow.fs as pafs
 
 from minkscan.config import ConfigError, ScanConfig
-from minkscan.distributed.pieces import commit_scores, read_pieces
+from minkscan.distributed.pieces import CommitStage, read_pieces
 from minkscan.distributed.spec import StageSpec
 from minkscan.io.inputs import DESCRIPTOR, Piece, piece_descriptor
 from minkscan.methods import (
@@ -32,6 +33,7 @@ from minkscan.schema import (
     INPUT_IDS,
     N_TOKENS,
     PIECE,
+    PIECE_ROWS,
     PRESET_STATUS,
     ROW,
     SOURCE,
@@ -113,7 +115,7 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
             batch_rows=1,
             takes=(DESCRIPTOR,),
             adds=(ID, SOURCE, ROW, *kept_input_columns(config)),
-            gives=(TEXT, PRESET_STATUS, PIECE),
+            gives=(TEXT, PRESET_STATUS, PIECE, PIECE_ROWS),
         ),
         StageSpec(
             "tokenize",
@@ -215,11 +217,16 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
     stages.append(
         StageSpec(
             "commit",
-            commit_scores,
-            {"fs": where.fs, "output_root": where.output_root},
+            CommitStage,
+            {
+                "fs": where.fs,
+                "output_root": where.output_root,
+                "commit_rows": data.commit_rows,
+                "commit_seconds": data.commit_seconds,
+            },  # fmt: skip
             cpus=LIGHT_TASK_CPUS,
-            batch_rows=data.commit_rows,
-            takes=(PIECE, ROW, N_TOKENS, STATUS),
+            pool=(1, 1),  # one actor sees every piece's rows, so it knows when one is whole
+            takes=(PIECE, PIECE_ROWS, ROW, N_TOKENS, STATUS),
         )
     )
     return stages

@@ -81,7 +81,6 @@ def run_record(config: ScanConfig, columns: list[str]) -> RunRecord:
     layout = {
         "piece_rows": config.data.piece_rows,
         "limit": config.data.limit,
-        "commit_rows": config.data.commit_rows,
     }
     return RunRecord(columns, layout, identity)
 

@@ -1,4 +1,4 @@
-"""What a run did, from the statistics rows its commits stream back: running totals, the
+"""What a run did, from the statistics rows its commit streams back: running totals, the
 periodic progress line, and the one-line summary.
 
 Totals are kept per input file (O(files), never per document), so when a shard is dropped
@@ -11,10 +11,11 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import threading
 import time
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,67 +32,105 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class _Totals:
-    rows: int = 0
+    scored: int = 0  # rows the commit has seen (scored, maybe not yet written)
+    rows: int = 0  # rows written
     tokens: int = 0
     statuses: Counter = field(default_factory=Counter)
 
 
 @dataclass
 class Progress:
-    """Running totals of the commits' statistics, shown as they come: one bar in a terminal
-    (documents done of the planned total, rate, ETA), else a line every ``every`` seconds."""
+    """Running totals of the commit's statistics, shown as they come and on a clock: one bar
+    in a terminal (documents scored of the planned total, rate, ETA; redrawn every second),
+    else a line every ``every`` seconds. Documents count once scored, before they are
+    written; the summary counts what was written. ``clock`` is injectable for tests."""
 
     every: float
     total: int | None = None  # documents to score, when every piece's size is known
     by_file: dict[str, _Totals] = field(default_factory=dict)
     seconds: Counter = field(default_factory=Counter)
+    clock: Callable[[], float] = time.perf_counter
     started: float = field(default_factory=time.perf_counter)
     last_line: float = field(default_factory=time.perf_counter)
     bar: Any = None
+    _ticker: threading.Event | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self, *, terminal: bool) -> None:
-        """Start the clock, and the bar when ``terminal``."""
-        self.started = self.last_line = time.perf_counter()
+        """Start the clock, and the bar when ``terminal``; then redraw the bar, or log a line
+        when one is due, every second until `close`, whether or not a commit came."""
+        self.started = self.last_line = self.clock()
         if terminal:
             from tqdm import tqdm
 
             self.bar = tqdm(total=self.total, unit="doc", desc="scoring", dynamic_ncols=True)
+        self._ticker = threading.Event()
+        threading.Thread(target=self._tick, args=(self._ticker,), daemon=True).start()
+
+    def _tick(self, stop: threading.Event) -> None:
+        while not stop.wait(1.0):
+            self.show()
 
     def add(self, stats: pa.Table) -> None:
-        done = self.documents
-        for piece, rows, tokens, statuses, seconds in zip(
-            *(stats[name].to_pylist() for name in ("piece", "rows", "tokens", "statuses",
-                                                    "seconds")),
+        with self._lock:
+            self._add(stats)
+        self.show()
+
+    def _add(self, stats: pa.Table) -> None:
+        for piece, arrived, rows, tokens, statuses, seconds in zip(
+            *(stats[name].to_pylist() for name in ("piece", "arrived", "rows", "tokens",
+                                                    "statuses", "seconds")),
             strict=True,
         ):  # fmt: skip
             totals = self.by_file.setdefault(PieceKey.parse(piece).file, _Totals())
+            totals.scored += arrived
             totals.rows += rows
             totals.tokens += tokens
             totals.statuses.update(json.loads(statuses))
             self.seconds.update(json.loads(seconds))
-        if self.bar is not None:
-            self.bar.update(self.documents - done)
-            return
-        now = time.perf_counter()
-        if now - self.last_line >= self.every:
-            self.last_line = now
-            logger.info("progress: %s", self.line(now))
+
+    def show(self) -> None:
+        """Bring the bar up to date; without one, log the line if ``every`` has passed."""
+        with self._lock:
+            if self.bar is not None:
+                self.bar.update(self.scored - self.bar.n)
+                return
+            now = self.clock()
+            if now - self.last_line >= self.every:
+                self.last_line = now
+                logger.info("progress: %s", self.line(now))
 
     def line(self, now: float) -> str:
         """'1,200 of 3,000 documents (40%), 52.1 docs/s, ETA 0:00:35'."""
-        rate = self.documents / max(now - self.started, 1e-9)
+        scored = self.scored
+        rate = scored / max(now - self.started, 1e-9)
         if not self.total:
-            return f"{self.documents:,} documents, {rate:.1f} docs/s"
-        left = max(self.total - self.documents, 0)
+            return f"{scored:,} documents, {rate:.1f} docs/s"
+        left = max(self.total - scored, 0)
         eta = str(datetime.timedelta(seconds=round(left / rate))) if rate > 0 else "?"
         return (
-            f"{self.documents:,} of {self.total:,} documents "
-            f"({100 * self.documents / self.total:.0f}%), {rate:.1f} docs/s, ETA {eta}"
+            f"{scored:,} of {self.total:,} documents "
+            f"({100 * scored / self.total:.0f}%), {rate:.1f} docs/s, ETA {eta}"
         )
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        if self._ticker is not None:
+            self._ticker.set()
+        with self._lock:
+            if self.bar is not None:
+                self.bar.update(self.scored - self.bar.n)
+                self.bar.close()
+            elif self.scored:  # the last line, agreeing with the summary that follows
+                logger.info("progress: %s", self.line(self.clock()))
+
+    @property
+    def unwritten(self) -> int:
+        """Rows scored that no score file holds (the commit actor lost what it held)."""
+        return self.scored - self.documents
+
+    @property
+    def scored(self) -> int:
+        return sum(totals.scored for totals in self.by_file.values())
 
     def drop(self, file_keys: Iterable[str]) -> None:
         """Forget the rows of files whose scores were removed (shards that went bad)."""

@@ -92,6 +92,7 @@ def _score(
     # them as its cause), not Ray Data's UserCodeException, which keeps only their text.
     settings = {"target_max_block_size": config.ray.block_bytes,
                 "raise_original_map_exception": True}  # fmt: skip
+    interrupted: KeyboardInterrupt | None = None
     try:
         with quiet_ray(), ray_session(config, plan.stages), data_context(**settings):
             warn_if_too_small(config, plan.stages)
@@ -107,17 +108,25 @@ def _score(
                     for stats in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
                         lease.check()
                         progress.add(stats)
+                    if progress.unwritten:
+                        raise RunFailed(
+                            f"{progress.unwritten:,} scored rows were not written (the commit "
+                            "actor was lost); re-run the same command to score them again"
+                        )
             except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (`Terminated`)
-                committed = sum(part.rows for part in plan.output.parts())  # names say
-                raise Interrupted(committed, interrupted_code(interrupt)) from None
+                interrupted = interrupt
             finally:
                 progress.close()
-            return ids
+            if interrupted is None:
+                return ids
     except Exception as error:
         cause = user_error_in(error)
         if cause is not None and cause is not error:
             raise cause from None
         raise
+    # Ray is shut down: no commit writes any more, so the file names give the final count.
+    committed = sum(part.rows for part in plan.output.parts())
+    raise Interrupted(committed, interrupted_code(interrupted)) from None
 
 
 def _forget_reread(plan: RunPlan) -> None:

@@ -27,6 +27,7 @@ from minkscan.schema import (
     NOT_TEXT,
     PARQUET,
     PIECE,
+    PIECE_ROWS,
     PRESET_STATUS,
     ROW,
     SOURCE,
@@ -212,6 +213,7 @@ def read_piece(
     if piece.done_rows:
         done = pa.array(np.asarray(piece.done_rows, dtype=np.int64))
         out = out.filter(pc.invert(pc.is_in(out[ROW], value_set=done)))
+    out = out.append_column(PIECE_ROWS, pa.array([out.num_rows] * out.num_rows, pa.int64()))
     for offset in range(0, out.num_rows, READ_BLOCK_ROWS):
         yield out.slice(offset, READ_BLOCK_ROWS)
 

@@ -9,8 +9,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class RunRecord:
-    """What makes an output one run's: its columns, how input rows are cut into pieces and
-    commits (``layout``), and the model identity and score-changing settings (``identity``)."""
+    """What makes an output one run's: its columns, how input rows are cut into pieces
+    (``layout``), and the model identity and score-changing settings (``identity``)."""
 
     columns: list[str]
     layout: dict[str, Any]

@@ -4,7 +4,7 @@ run manifest, on local disk or S3.
 Layout (everything minkscan writes, and nothing else, may be in the directory):
 
 - ``_minkscan.json``: written first; marks the directory as a minkscan output and records
-  the run it belongs to: its columns, piece and commit layout, model identity and every
+  the run it belongs to: its columns, piece layout, model identity and every
   setting that changes a score, and a fingerprint (size, modification time) of each input
   file. A later run resumes it only when all of these agree (`ScoreOutput.check`,
   `ScoreOutput.check_inputs`).
@@ -56,6 +56,9 @@ from minkscan.schema import (
 )
 
 FORMAT_VERSION = 2
+# Layout keys older outputs recorded that no longer bind a resume: commits are cut by rows,
+# time and whole pieces, and completion is read from the rows the files hold.
+RETIRED_LAYOUT = ("commit_rows",)
 
 
 class OutputError(UserError, ValueError):
@@ -126,6 +129,8 @@ class ScoreOutput:
             recorded = {key: marker.get(key) for key in ("columns", "layout", "identity")}
             wanted = {"columns": record.columns, "layout": record.layout,
                       "identity": record.identity}  # fmt: skip
+        recorded["layout"] = {k: v for k, v in (recorded["layout"] or {}).items()
+                              if k not in RETIRED_LAYOUT}  # fmt: skip
         if recorded["columns"] != wanted["columns"]:
             recorded["columns"], wanted["columns"] = (
                 ", ".join(recorded["columns"] or []), ", ".join(wanted["columns"]))  # fmt: skip

@@ -26,6 +26,7 @@ from minkscan.evaluation.dataset_inference import (
     dataset_inference,
 )
 from minkscan.methods import score_columns
+from minkscan.reporting.numbers import format_p
 from minkscan.schema import GROUP, GROUP_KEY, ID
 
 DEFAULT_FDR = 0.05
@@ -75,10 +76,10 @@ class FdrSelection:
         chosen = sum(chosen for chosen, _ in self.groups.values())
         if chosen == 0 and floor > self.q:
             text += (f" No document can be selected: with {self.n_calibration} non-members the "
-                     f"smallest p-value is {floor:.2g} > q; calibrate on more.")  # fmt: skip
+                     f"smallest p-value is {format_p(floor)} > q; calibrate on more.")  # fmt: skip
         elif chosen == 0 and floor * total > self.q:
             text += (f" With {self.n_calibration} non-members the smallest p-value is "
-                     f"{floor:.2g}, so a selection needs several documents with it; more "
+                     f"{format_p(floor)}, so a selection needs several documents with it; more "
                      f"non-members give finer p-values.")  # fmt: skip
         return text
 

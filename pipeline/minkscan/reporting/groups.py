@@ -18,6 +18,7 @@ import polars as pl
 from scipy.stats import binomtest
 
 from minkscan.calibration.threshold import Calibration, MethodCalibration, is_flagged
+from minkscan.reporting.numbers import percent
 from minkscan.schema import GROUP_KEY
 from minkscan.statistics import clopper_pearson, holm
 
@@ -63,20 +64,6 @@ class GroupResult:
             f"{bound}{percent(self.contamination)} [{percent(self.contamination_low)}, "
             f"{percent(self.contamination_high)}]"
         )
-
-
-def percent(value: float) -> str:
-    return f"{100 * value:.1f}%"
-
-
-def format_p(value: float) -> str:
-    """p-values to two significant digits, tiny ones as a bound."""
-    return "< 1e-10" if value < 1e-10 else f"{value:.2g}"
-
-
-def p_phrase(value: float) -> str:
-    """'p = 0.03' or 'p < 1e-10', for sentences."""
-    return f"p {format_p(value)}" if value < 1e-10 else f"p = {format_p(value)}"
 
 
 def _contamination(

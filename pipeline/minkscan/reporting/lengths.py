@@ -21,6 +21,7 @@ import polars as pl
 from scipy.stats import binomtest, ks_2samp
 
 from minkscan.calibration.threshold import Calibration, is_flagged
+from minkscan.reporting.numbers import p_phrase
 from minkscan.schema import GROUP_KEY, N_TOKENS
 
 KS_P = 0.01
@@ -65,7 +66,7 @@ class LengthCheck:
         return (
             f"audited documents are {direction} than the calibration non-members (median "
             f"{self.audited_median:.0f} vs {self.calibration_median:.0f} tokens; two-sample "
-            f"Kolmogorov-Smirnov D = {self.ks_statistic:.2f}, p = {self.ks_p_value:.2g}): "
+            f"Kolmogorov-Smirnov D = {self.ks_statistic:.2f}, {p_phrase(self.ks_p_value)}): "
             "scores depend on length, so flagged fractions may reflect length rather than "
             "membership; "
             + (

@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from minkscan.reporting.numbers import rate, significant_digits  # noqa: E402
 from minkscan.reporting.summary import Report  # noqa: E402
 
 MAX_HISTOGRAM_GROUPS = 4  # more groups are drawn as one "audited" histogram
@@ -36,8 +37,8 @@ def histogram(report: Report) -> str:
     axes.hist(calibration, edges, density=True, color="0.75", label="calibration non-members")
     for name, series in audited.items():
         axes.hist(series, edges, density=True, histtype="step", linewidth=1.6, label=name)
-    axes.axvline(report.threshold, color="k", linestyle="--",
-                 label=f"threshold {report.threshold:.3g} (flagged: score >)")  # fmt: skip
+    label = f"threshold {significant_digits(report.threshold)} (flagged: score >)"
+    axes.axvline(report.threshold, color="k", linestyle="--", label=label)
     axes.set_xlabel(f"{report.primary_method} (higher = more member-like)")
     axes.set_ylabel("density")
     axes.legend(fontsize="small", frameon=False)
@@ -70,7 +71,7 @@ def roc(report: Report) -> str:
     figure, axes = plt.subplots(figsize=(4.2, 4.2))
     for method, (fpr, tpr, area) in report.roc.items():
         width = 2.2 if method == report.primary_method else 1.0
-        axes.plot(fpr, tpr, linewidth=width, label=f"{method} (AUROC {area:.3f})")
+        axes.plot(fpr, tpr, linewidth=width, label=f"{method} (AUROC {rate(area)})")
     axes.plot([0, 1], [0, 1], color="grey", linestyle=":")
     axes.set_xlabel("false-positive rate")
     axes.set_ylabel("true-positive rate")

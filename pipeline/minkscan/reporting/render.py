@@ -20,7 +20,8 @@ import jinja2
 from minkscan.calibration.threshold import is_flagged
 from minkscan.io.paths import join, write_text
 from minkscan.reporting import plots
-from minkscan.reporting.groups import NOT_ESTIMABLE, GroupResult, format_p, p_phrase
+from minkscan.reporting.groups import NOT_ESTIMABLE, GroupResult
+from minkscan.reporting.numbers import format_p, p_phrase, percent, significant_digits
 from minkscan.reporting.summary import Report
 from minkscan.schema import GROUP, ID, SELECTED
 
@@ -32,14 +33,6 @@ _ENVIRONMENT = jinja2.Environment(
 # Inline Markdown syntax (emphasis, code, links, tables, strike-through); <, > and & are
 # HTML-escaped first. Cells and sentences never start a line, so line-start syntax is moot.
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
-
-
-def percent(value: float) -> str:
-    return f"{100 * value:.1f}%"
-
-
-def significant_digits(value: float) -> str:
-    return f"{value:.3g}"
 
 
 def markdown_cell(value: object) -> str:

@@ -12,6 +12,7 @@ import polars as pl
 
 from minkscan.calibration import Calibration
 from minkscan.evaluation.blind import BlindResult, blind_auroc
+from minkscan.reporting.numbers import rate
 from minkscan.schema import GROUP_KEY, TEXT
 
 # Audited texts per group read for the check at most (the classifier samples from them).
@@ -39,7 +40,7 @@ class ShiftCheck:
         auroc = result.auroc
         return (
             f"Blind baseline (text only, no model) for group '{group}' against the calibration "
-            f"non-members: AUROC {auroc.value:.2f} [{auroc.low:.2f}, {auroc.high:.2f}]"
+            f"non-members: AUROC {rate(auroc.value)} [{rate(auroc.low)}, {rate(auroc.high)}]"
         )
 
     def caution(self, group: str) -> str:
@@ -49,7 +50,7 @@ class ShiftCheck:
         auroc = self.groups[group].auroc
         return (
             f" Caution: a classifier that never sees the model tells this group from the "
-            f"calibration non-members (blind AUROC {auroc.value:.2f}, at least {auroc.low:.2f} "
+            f"calibration non-members (blind AUROC {rate(auroc.value)}, at least {rate(auroc.low)} "
             f"> {self.warn_above:g}): the two sets differ without the model, so the flagged "
             f"fraction may reflect distribution shift, not training."
         )

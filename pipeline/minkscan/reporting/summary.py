@@ -24,8 +24,9 @@ from minkscan.evaluation.dataset_inference import DEFAULT_SPLITS, DatasetInferen
 from minkscan.methods import score_columns
 from minkscan.reporting.audits import DEFAULT_FDR, FdrSelection, fdr_selection, heldout_inference
 from minkscan.reporting.evidence import Evidence, top_evidence
-from minkscan.reporting.groups import GroupResult, group_results, p_phrase, percent
+from minkscan.reporting.groups import GroupResult, group_results
 from minkscan.reporting.lengths import LengthCheck, length_check
+from minkscan.reporting.numbers import p_phrase, percent, rate
 from minkscan.reporting.shift import ShiftCheck, shift_check
 from minkscan.schema import GROUP_KEY, LABEL, N_TOKENS, STATUS
 
@@ -90,8 +91,8 @@ class Report:
         cal = self.calibration.methods[method]
         why = (
             "the calibration has no members, so the TPR is unknown" if cal.tpr is None
-            else f"the calibration's TPR for {method} ({cal.tpr:.3f}, from {cal.n_members} "
-            f"members) is no higher than its FPR ({cal.fpr:.3f})"
+            else f"the calibration's TPR for {method} ({rate(cal.tpr)}, from {cal.n_members} "
+            f"members) is no higher than its FPR ({rate(cal.fpr)})"
         )  # fmt: skip
         return AT_LEAST_NOTE.format(why=why)
 
