@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -119,7 +120,7 @@ def test_each_real_file_is_read_once_and_globs_follow_shell_rules(tiny_llama_dir
     assert sorted(frame["id"].to_list()) == ["a.csv:0", "a.csv:1", "sub/b.csv:0"]
 
     def found(spec: str) -> list[str]:
-        return [file.relpath for file in discover([spec], pafs.LocalFileSystem())[0]]
+        return [file.relpath for file in discover([spec], pafs.LocalFileSystem()).files]
 
     assert found(f"{root}/*.csv") == ["a.csv"]
     assert found(f"{root}/**/*.csv") == ["a.csv", "sub/b.csv"]
@@ -151,3 +152,34 @@ def test_scoring_a_score_output_says_what_it_is(tiny_llama_dir, tmp_path, capsys
                  "--model", str(tiny_llama_dir)])  # fmt: skip
     assert code == 2
     assert f"input {out} is a minkscan score output, not documents" in capsys.readouterr().err
+
+
+def test_files_an_input_directory_holds_but_does_not_read_are_counted_and_listed_with_v(
+    tiny_llama_dir, tmp_path, capsys
+):
+    """Skipped files are never silent: the summary counts them by reason, `-v` lists each."""
+    root = tmp_path / "in"
+    (root / ".cache").mkdir(parents=True)
+    pl.DataFrame({"text": ["A first text.", "A second."]}).write_csv(root / "a.csv")
+    (root / "notes.txt").write_text("not an input")
+    pl.DataFrame({"text": ["A draft."]}).write_csv(root / "_draft.csv")
+    pl.DataFrame({"text": ["Cached."]}).write_csv(root / ".cache" / "x.csv")
+    (root / "link.csv").symlink_to(root / "a.csv")
+    args = ["score", "--input", str(root), "--output", str(tmp_path / "out"), "--model",
+            str(tiny_llama_dir)]  # fmt: skip
+    assert main(args) == 0
+    summary = capsys.readouterr().out
+    assert ("; files not read: 4 (2 hidden (_ or . name), 1 second path to a file (symlink), "
+            "1 unknown format; -v lists them)") in summary  # fmt: skip
+    frame = pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out")).read())
+    assert sorted(frame["id"].to_list()) == ["a.csv:0", "a.csv:1"]
+
+    assert main(["-v", *args]) == 0  # nothing to do now, and it says what it did not read
+    logging.getLogger("minkscan").setLevel(logging.INFO)  # -v stays with this test
+    listed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("not ")]
+    assert listed == [
+        f"not read {root / '.cache' / 'x.csv'}: hidden (_ or . name)",
+        f"not read {root / '_draft.csv'}: hidden (_ or . name)",
+        f"not read {root / 'link.csv'}: second path to a file (symlink)",
+        f"not read {root / 'notes.txt'}: unknown format",
+    ]

@@ -154,7 +154,8 @@ def nightly_scan(
     manifest_path = f"{root}/{MANIFEST_NAME}"
     manifest = _read_manifest(fs, manifest_path)
     previous = {path: entry["sha256"] for path, entry in manifest["shards"].items()}
-    files, input_root = discover(data.input, fs, format=data.format)
+    found = discover(data.input, fs, format=data.format)
+    files, input_root = found.files, found.root
     paths = {file.relpath: file.path for file in files}
     current = {relpath: fingerprint(fs, path) for relpath, path in paths.items()}
     changes = plan_changes(current, previous)

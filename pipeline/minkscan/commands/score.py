@@ -92,13 +92,15 @@ def run(args: argparse.Namespace) -> int:
         config.data.input = [sample_path()]
     # Everything that can be wrong is found by the plan, which imports nothing heavy.
     from minkscan.distributed.plan import plan_run
+    from minkscan.io.inputs import not_read_note
 
     plan = plan_run(config)
     if not plan.to_score and not plan.stale:
         print(f"nothing to do: all {plan.rows_done_before} documents already scored in "
-              f"{config.data.output}")  # fmt: skip
+              f"{config.data.output}{not_read_note(plan.skipped_files)}")  # fmt: skip
         for path, reason in plan.bad.items():
             print(f"skipped shard {path}: {reason}")
+        _list_not_read(plan.skipped_files)
         return 0
     from minkscan.distributed.runner import run_scoring
 
@@ -106,7 +108,17 @@ def run(args: argparse.Namespace) -> int:
     print(summary.line(wall_seconds=time.perf_counter() - args.started))
     for path, reason in summary.skipped_shards.items():
         print(f"skipped shard {path}: {reason}")
+    _list_not_read(summary.skipped_files)
     return 0
+
+
+def _list_not_read(skipped_files: dict[str, str]) -> None:
+    """With -v, each file the inputs hold that was not read, and why."""
+    from minkscan.distributed.session import verbose
+
+    if verbose():
+        for path, reason in sorted(skipped_files.items()):
+            print(f"not read {path}: {reason}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

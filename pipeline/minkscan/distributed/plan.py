@@ -9,7 +9,7 @@ input inside the output, a CUDA device the embedded Ray cannot have.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import pyarrow.fs as pafs
 
@@ -52,6 +52,7 @@ class RunPlan:
     bad: dict[str, str]
     has_ids: bool
     stale: bool = False  # score files of a shard recorded as bad are left to drop
+    skipped_files: dict[str, str] = field(default_factory=dict)  # not read, and why
 
     @property
     def rows_to_score(self) -> int | None:
@@ -158,7 +159,7 @@ def plan_run(config: ScanConfig) -> RunPlan:
     bad_keys = set(output.bad_shards())
     stale = any(part.key in bad_keys for part in output.parts())
     return RunPlan(fs, output, record, stages, files, pieces, to_score, done_before,
-                   rows_before, bad, inputs.has_ids, stale)  # fmt: skip
+                   rows_before, bad, inputs.has_ids, stale, inputs.skipped)  # fmt: skip
 
 
 def resume(output: ScoreOutput, pieces: list[Piece]) -> tuple[list[Piece], int, int]:

@@ -25,6 +25,7 @@ import pyarrow as pa
 from minkscan.distributed.context import data_context
 from minkscan.distributed.ids import IdReport
 from minkscan.distributed.session import verbose
+from minkscan.io.inputs import not_read_note
 from minkscan.schema import PieceKey
 
 logger = logging.getLogger(__name__)
@@ -170,6 +171,7 @@ class RunSummary:
     pieces: int = 0
     pieces_done_before: int = 0
     skipped_shards: dict[str, str] = field(default_factory=dict)
+    skipped_files: dict[str, str] = field(default_factory=dict)  # not read, and why
     forward_passes: dict[str, int] = field(default_factory=dict)
     pass_seconds: dict[str, float] = field(default_factory=dict)
     ids: IdReport | None = None
@@ -199,7 +201,8 @@ class RunSummary:
             f"statuses: {statuses or 'none'}; forward passes per document (actor seconds): "
             f"{passes}; "
             f"already done: {self.resumed_documents}; "
-            f"skipped shards: {len(self.skipped_shards)}{ids}; output: {self.output}"
+            f"skipped shards: {len(self.skipped_shards)}{not_read_note(self.skipped_files)}"
+            f"{ids}; output: {self.output}"
         )
 
 

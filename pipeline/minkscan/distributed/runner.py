@@ -171,6 +171,7 @@ def _summary(
         pieces=len(plan.pieces),
         pieces_done_before=plan.done_before,
         skipped_shards=skipped,
+        skipped_files=plan.skipped_files,
         forward_passes=forward_passes(config.baselines, config.model.name),
         pass_seconds={
             label: progress.seconds[key]

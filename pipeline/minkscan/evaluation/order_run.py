@@ -85,7 +85,7 @@ def read_examples(config: ScanConfig, template: str | None) -> tuple[list[str], 
     file has is refused before anything is scored."""
     data = config.data
     fs = filesystem_for(list(data.input), data.s3)
-    files, _ = discover(list(data.input), fs, format=data.format, root=data.input_root)
+    files = discover(list(data.input), fs, format=data.format, root=data.input_root).files
     columns = template_fields(template) if template else [data.text_column]
     rows: list[str] = []
     for index, file in enumerate(files):

@@ -16,6 +16,7 @@ import json
 import os
 import posixpath
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -60,31 +61,55 @@ def file_format(path: str) -> str | None:
     return None
 
 
-def _walk(fs: pafs.FileSystem, directory: str) -> list[pafs.FileInfo]:
+# Why a file a directory or glob holds is not read (`Discovery.skipped`).
+HIDDEN = "hidden (_ or . name)"
+IN_OUTPUT = "in a score output"
+UNKNOWN_FORMAT = "unknown format"
+SECOND_PATH = "second path to a file (symlink)"
+HF_METADATA = ("state.json", "dataset_info.json")  # beside a saved dataset's Arrow files
+
+
+def not_read_note(skipped_files: dict[str, str]) -> str:
+    """'; files not read: 3 (2 unknown format, 1 hidden (_ or . name); -v lists them)', or
+    '' when every file the inputs hold is read."""
+    if not skipped_files:
+        return ""
+    reasons = Counter(skipped_files.values()).most_common()
+    counts = ", ".join(f"{n} {reason}" for reason, n in reasons)
+    return f"; files not read: {len(skipped_files)} ({counts}; -v lists them)"
+
+
+def _walk(fs: pafs.FileSystem, directory: str, skipped: dict[str, str]) -> list[pafs.FileInfo]:
     """The files under ``directory``, minus hidden ones (``_`` or ``.``) and everything
     inside a minkscan score output (a directory holding its marker): scores are never
-    read back as documents."""
+    read back as documents. What it leaves out goes into ``skipped`` with the reason."""
     selector = pafs.FileSelector(directory, recursive=True)
-    infos = _once(fs, [i for i in fs.get_file_info(selector) if i.type == pafs.FileType.File])
+    infos = [i for i in fs.get_file_info(selector) if i.type == pafs.FileType.File]
+    infos = _once(fs, infos, skipped)
     outputs = tuple(info.path[: -len(MARKER)] for info in infos if info.base_name == MARKER)
-    return sorted(
-        (
-            info for info in infos
-            if not any(p.startswith(("_", ".")) for p in info.path[len(directory) :].split("/"))
-            and not info.path.startswith(outputs or ("\0",))
-        ),
-        key=lambda info: info.path,
-    )  # fmt: skip
+    kept = []
+    for info in sorted(infos, key=lambda info: info.path):
+        if info.path.startswith(outputs or ("\0",)):
+            skipped[info.path] = IN_OUTPUT
+        elif any(p.startswith(("_", ".")) for p in info.path[len(directory) :].split("/")):
+            skipped[info.path] = HIDDEN
+        else:
+            kept.append(info)
+    return kept
 
 
-def _once(fs: pafs.FileSystem, infos: list[pafs.FileInfo]) -> list[pafs.FileInfo]:
+def _once(
+    fs: pafs.FileSystem, infos: list[pafs.FileInfo], skipped: dict[str, str]
+) -> list[pafs.FileInfo]:
     """Each real file once: on a local disk, a file reached through symlinks (a link loop
-    reaches one file many times) is kept under its shortest path."""
+    reaches one file many times) is kept under its shortest path; the others go into
+    ``skipped``."""
     if not isinstance(fs, pafs.LocalFileSystem):
         return infos
     seen: dict[str, pafs.FileInfo] = {}
     for info in sorted(infos, key=lambda i: (i.path.count("/"), i.path)):
-        seen.setdefault(os.path.realpath(info.path), info)
+        if seen.setdefault(os.path.realpath(info.path), info) is not info:
+            skipped[info.path] = SECOND_PATH
     return sorted(seen.values(), key=lambda info: info.path)
 
 
@@ -125,23 +150,34 @@ def _input_file(info: pafs.FileInfo, relpath: str, format: str) -> InputFile:
     return InputFile(info.path, relpath, format, info.size or 0, mtime)
 
 
+@dataclass(frozen=True)
+class Discovery:
+    """The input files, the root their relative paths start from, and every file the
+    directories and globs hold that is not read, with the reason ({path: reason})."""
+
+    files: list[InputFile]
+    root: str
+    skipped: dict[str, str]
+
+
 def discover(
     specs: list[str],
     fs: pafs.FileSystem,
     *,
     format: str | None = None,
     root: str | None = None,
-) -> tuple[list[InputFile], str]:
+) -> Discovery:
     """Every input file named by ``specs`` (local or ``s3://``) and the input root their
     relative paths start from (``root``, else the common directory of the specs).
 
     A directory with a Hugging Face ``save_to_disk`` layout (``state.json``) is read as its
-    Arrow files. Files whose format is unknown are ignored inside directories and refused
-    when named directly.
+    Arrow files. Files whose format is unknown are skipped inside directories (and named in
+    ``skipped``) and refused when named directly.
     """
     if not specs:
         raise InputError("no input given (data.input / --input)")
     found: dict[str, pafs.FileInfo] = {}
+    skipped: dict[str, str] = {}
     roots: list[str] = []
     for spec in specs:
         path = fs_path(spec)
@@ -149,7 +185,9 @@ def discover(
         if any(c in path for c in GLOB_CHARS):
             base = _spec_root(path)
             pattern = re.compile(glob_translate(path))  # shell rules: ** for any depth
-            matches = [i for i in _walk(fs, base) if pattern.fullmatch(i.path)]
+            walked: dict[str, str] = {}
+            matches = [i for i in _walk(fs, base, walked) if pattern.fullmatch(i.path)]
+            skipped |= {path: why for path, why in walked.items() if pattern.fullmatch(path)}
             roots.append(base)
         elif info.type == pafs.FileType.Directory:
             if fs.get_file_info(f"{path}/{MARKER}").type == pafs.FileType.File:
@@ -157,7 +195,7 @@ def discover(
                     f"input {spec} is a minkscan score output, not documents: give the "
                     "documents it scored, or read it with calibrate, report or benchmark"
                 )
-            matches = _walk(fs, path)
+            matches = _walk(fs, path, skipped)
             roots.append(path)
         elif info.type == pafs.FileType.File:
             if format is None and file_format(path) is None:
@@ -170,11 +208,16 @@ def discover(
         else:
             raise InputError(f"input not found: {spec}")
         if format is None:
+            arrow_dirs = {posixpath.dirname(i.path) for i in matches if i.path.endswith(".arrow")}
+            skipped |= {
+                i.path: UNKNOWN_FORMAT for i in matches if file_format(i.path) is None
+                and not (i.base_name in HF_METADATA and posixpath.dirname(i.path) in arrow_dirs)
+            }  # fmt: skip
             matches = [i for i in matches if file_format(i.path) is not None]
         if not matches:
             raise InputError(f"no input files match {spec} (formats: {', '.join(FORMATS)})")
         found.update((i.path, i) for i in matches)
-    found = {info.path: info for info in _once(fs, list(found.values()))}
+    found = {info.path: info for info in _once(fs, list(found.values()), skipped)}
     input_root = fs_path(root) if root else posixpath.commonpath(roots)
     files = []
     for path in sorted(found):
@@ -182,7 +225,7 @@ def discover(
             raise InputError(f"input {path} is outside the input root {input_root}")
         relpath = path[len(input_root) + 1 :]
         files.append(_input_file(found[path], relpath, format or file_format(path)))
-    return files, input_root
+    return Discovery(files, input_root, {p: why for p, why in skipped.items() if p not in found})
 
 
 def spec_roots(specs: list[str]) -> list[tuple[str, bool]]:

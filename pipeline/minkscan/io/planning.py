@@ -5,7 +5,7 @@ never O(rows); the files that cannot be opened; ``data.limit`` applied.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -30,12 +30,14 @@ _NO_TEXT = "no column"
 @dataclass(frozen=True)
 class InputPlan:
     """The pieces to read, the files that cannot be opened ({path: reason}), whether the
-    readable files carry the id column, and the columns the files have."""
+    readable files carry the id column, the columns the files have, and the files the
+    inputs' directories hold that are not read ({path: reason}, `Discovery.skipped`)."""
 
     pieces: list[Piece]
     bad: dict[str, str]
     has_ids: bool
     columns: tuple[str, ...] = ()
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def plan_pieces(
@@ -135,10 +137,10 @@ def plan_inputs(
     Raises ShardError for an unreadable shard unless ``data.skip_bad_shards`` (then it is
     listed in ``bad``), and InputError when the inputs hold no rows at all.
     """
-    files, _ = discover(data.input, fs, format=data.format, root=data.input_root)
+    found = discover(data.input, fs, format=data.format, root=data.input_root)
     inputs = plan_pieces(
         fs,
-        files,
+        found.files,
         piece_rows=data.piece_rows,
         text_column=data.text_column,
         id_column=id_column,
@@ -155,6 +157,7 @@ def plan_inputs(
             f"{', '.join(inputs.columns[:10])}): name it with --id-column, or leave it out to "
             "derive ids from file and row"
         )
+    inputs = replace(inputs, skipped=found.skipped)
     if data.limit is None:
         return inputs
     return replace(inputs, pieces=limit_pieces(fs, inputs.pieces, data.limit, data.text_column))
