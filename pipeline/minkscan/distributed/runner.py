@@ -36,6 +36,7 @@ from minkscan.errors import Interrupted, RunFailed, interrupted_code
 from minkscan.io.lease import WriterLease
 from minkscan.io.paths import is_s3
 from minkscan.methods import forward_passes, pass_labels
+from minkscan.models.names import first_use_note
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,11 @@ def run_scoring(config: ScanConfig) -> RunSummary:
         end_leftover_sessions()  # even a run that needs no Ray tidies up after a killed one
     for path, reason in plan.bad.items():
         logger.warning("skipping bad shard %s: %s", path, reason)
+    if plan.to_score and not joins_cluster(config):  # a cluster's nodes keep their own cache
+        for model in (config.model, config.baselines.reference_model):
+            note = model and first_use_note(model.name, model.cache_dir)
+            if note:
+                logger.info(note)
     fresh = plan.fs.get_file_info(plan.output.root).type == pafs.FileType.NotFound
     plan.fs.create_dir(plan.output.root, recursive=True)
     lease = WriterLease(plan.output.root, s3=config.data.s3 if is_s3(config.data.output) else None)

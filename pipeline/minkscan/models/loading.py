@@ -26,7 +26,7 @@ from transformers.utils import logging as transformers_logging
 
 from minkscan.config import ModelConfig
 from minkscan.errors import UserError
-from minkscan.models.names import BUNDLED, default_cache_dir
+from minkscan.models.names import BUNDLED, bundled_cache
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def cached_bundled_model(name: str, cache_dir: Path | None = None) -> Path:
     Built on first use; written to a temporary directory and renamed into place, so
     concurrent actors on one node never see a half-written cache.
     """
-    target = (cache_dir or default_cache_dir()) / "models" / name
+    target = bundled_cache(name, cache_dir)
     if (target / "config.json").is_file():
         return target
     gguf_path = BUNDLED[name].gguf(name)

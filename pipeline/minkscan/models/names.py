@@ -70,6 +70,22 @@ def default_cache_dir() -> Path:
     return base / "minkscan"
 
 
+def bundled_cache(name: str, cache_dir: Path | None = None) -> Path:
+    """Where a bundled model's dequantised copy lives (`models.loading.cached_bundled_model`)."""
+    return (cache_dir or default_cache_dir()) / "models" / name
+
+
+def first_use_note(name: str, cache_dir: Path | None = None) -> str | None:
+    """What a run says before a bundled model's first, slow use (its copy is not cached
+    yet: assembling and dequantising it takes a minute or more, once); None otherwise."""
+    if name not in BUNDLED or (bundled_cache(name, cache_dir) / "config.json").is_file():
+        return None
+    return (
+        f"first use of the bundled model '{name}': converting it once into "
+        f"{bundled_cache(name, cache_dir)} (a minute or two; later runs load it in seconds)"
+    )
+
+
 def bundled_version(name: str) -> str | None:
     """``package==version`` of a bundled model's package, None when it is not installed."""
     package = BUNDLED[name].package
