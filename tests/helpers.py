@@ -133,15 +133,3 @@ def submit_job(command: list[str], env: dict[str, str], cwd: Path) -> subprocess
         if not starting or time.monotonic() > deadline:
             return result
         time.sleep(2)
-
-
-# The one line Ray's C++ core prints once per driver, for the first actor of any Ray Data
-# actor pool, whatever its arguments (ray-project/ray#57733; README, "What Ray prints").
-RAY_CORE_WORKER_LINE = "core_worker.cc:2465: Actor with class name: 'MapWorker("
-
-
-def lines_but_ray_actor_line(stderr: str) -> list[str]:
-    """The lines of ``stderr`` but Ray's one actor line, checked to come at most once."""
-    lines = stderr.splitlines()
-    assert sum(RAY_CORE_WORKER_LINE in line for line in lines) <= 1, stderr[-3000:]
-    return [line for line in lines if RAY_CORE_WORKER_LINE not in line]

@@ -15,7 +15,7 @@ import polars as pl
 import pyarrow.fs as pafs
 import pytest
 import ray
-from helpers import REPO, lines_but_ray_actor_line, ray_head, score_command
+from helpers import REPO, ray_head, score_command
 from minkscan.config import build_config
 from minkscan.distributed.runner import run_scoring
 from minkscan.distributed.session import session_processes
@@ -169,7 +169,7 @@ def test_a_run_beside_a_running_local_ray_without_a_terminal_is_quiet_and_its_ow
     assert result.stdout.splitlines() == [result.stdout.splitlines()[-1]]
     assert result.stdout.startswith("scored 40 documents")
     assert committed_ids(tmp_path / "out") == ids
-    lines = lines_but_ray_actor_line(result.stderr)
+    lines = result.stderr.splitlines()
     assert lines and all(line.startswith("progress: ") for line in lines), lines
     assert lines[-1].startswith("progress: 40 of 40 documents (100%), ") and "ETA" in lines[-1]
 
@@ -196,7 +196,7 @@ def test_ctrl_c_and_sigterm_stop_a_run_in_one_line_and_the_rerun_resumes(tiny_ll
             time.sleep(0.05)
         job.send_signal(stop)
         _, stderr = job.communicate(timeout=120)
-        lines = lines_but_ray_actor_line(stderr)
+        lines = stderr.splitlines()
         rows = sum(part.rows for part in ScoreOutput(pafs.LocalFileSystem(), str(output)).parts())
         assert job.returncode == code, stderr[-3000:]
         assert lines[-1] == (f"minkscan score: interrupted: {rows:,} rows committed; re-run the "

@@ -9,7 +9,8 @@ import pytest
 from helpers import SAMPLE, WIKIMIA32
 from minkscan import score_texts
 from minkscan.config import ModelConfig
-from minkscan.models.loading import LoadedModel, default_cache_dir, load_model
+from minkscan.models.loading import LoadedModel, load_model
+from minkscan.models.names import default_cache_dir
 from naive_reference import naive_document_scores
 
 

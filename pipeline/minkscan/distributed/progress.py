@@ -22,6 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from minkscan.distributed.console import ray_actor_line_dropped
 from minkscan.distributed.context import data_context
 from minkscan.distributed.ids import IdReport
 from minkscan.distributed.session import verbose
@@ -57,14 +58,16 @@ class Progress:
     _ticker: threading.Event | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def start(self, *, terminal: bool) -> None:
-        """Start the clock, and the bar when ``terminal``; then redraw the bar, or log a line
-        when one is due, every second until `close`, whether or not a commit came."""
+    def start(self, *, terminal: bool, width: int = 80) -> None:
+        """Start the clock, and the bar (``width`` columns) when ``terminal``; then redraw
+        the bar, or log a line when one is due, every second until `close`, whether or not a
+        commit came. (The terminal is asked before the run pipes descriptor 2, so the bar
+        is told its width rather than measuring the pipe.)"""
         self.started = self.last_line = self.clock()
         if terminal:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=self.total, unit="doc", desc="scoring", dynamic_ncols=True)
+            self.bar = tqdm(total=self.total, unit="doc", desc="scoring", ncols=width)
         self._ticker = threading.Event()
         threading.Thread(target=self._tick, args=(self._ticker,), daemon=True).start()
 
@@ -210,8 +213,10 @@ class RunSummary:
 def quiet_ray() -> Iterator[None]:
     """Ray's internals out of sight unless ``-v``: Ray Data's progress bars, execution plan
     and INFO lines, Ray's warnings about its own workings and the Python warnings of its
-    modules, and Ray Data's log of a failed task (a traceback whose cause the run's one-line
-    error states first and alone). Ray's other errors, and minkscan's warnings, still show."""
+    modules, Ray Data's log of a failed task (a traceback whose cause the run's one-line
+    error states first and alone), and the one error-level line Ray's C++ core prints for
+    Ray Data's actors whatever their arguments (`ray_actor_line_dropped`). Ray's other
+    errors, and minkscan's warnings, still show."""
     if verbose():
         yield
         return
@@ -221,7 +226,7 @@ def quiet_ray() -> Iterator[None]:
         log.setLevel(level)
     settings = {"enable_progress_bars": False, "print_on_execution_start": False}
     try:
-        with warnings.catch_warnings(), data_context(**settings):
+        with warnings.catch_warnings(), data_context(**settings), ray_actor_line_dropped():
             warnings.filterwarnings("ignore", module=r"ray(\.|$)")
             yield
     finally:

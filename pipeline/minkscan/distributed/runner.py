@@ -12,6 +12,7 @@ only the pieces (and, of a partly committed piece, the rows) still missing.
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
 import time
 
@@ -99,6 +100,8 @@ def _score(
     settings = {"target_max_block_size": config.ray.block_bytes,
                 "raise_original_map_exception": True}  # fmt: skip
     interrupted: KeyboardInterrupt | None = None
+    terminal = sys.stderr.isatty() and not verbose()  # asked before quiet_ray pipes stderr
+    width = shutil.get_terminal_size().columns
     try:
         with quiet_ray(), ray_session(config, plan.stages), data_context(**settings):
             warn_if_too_small(config, plan.stages)
@@ -107,7 +110,7 @@ def _score(
                 ids = check_ids(data, plan.pieces, plan.fs, plan.output.root)
             plan.output.create(plan.record, plan.files)
             to_score = _without_bad(plan)
-            progress.start(terminal=sys.stderr.isatty() and not verbose())
+            progress.start(terminal=terminal, width=width)
             try:
                 if to_score:
                     dataset = build_dataset(plan.stages, to_score, config.ray.block_rows)

@@ -1,0 +1,89 @@
+"""The one line of Ray's own that a run keeps off the terminal.
+
+Ray's C++ core prints, once per driver and whatever the stage's arguments, an error-level
+line for the first actor of a Ray Data actor pool: "Actor ... has constructor arguments in
+the object store and max_restarts > 0" (Ray Data hands its actors an argument held in the
+object store, ray-project/ray#57733). It is no error of the run, and it is written straight
+to file descriptor 2, past Python's logging. `ray_actor_line_dropped` copies everything else
+written to descriptor 2 through unchanged, as it comes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+RAY_ACTOR_LINE = re.compile(
+    rb"\[[^\]\n]*\] core_worker\.cc:\d+: Actor with class name: '[^'\n]*' and ID: '\w+' has "
+    rb"constructor arguments in the object store and max_restarts > 0\.[^\n]*\n"
+)
+# The start of one of Ray's log lines ('[2026-11-25 18:57:24,937 E 11062 11062] ...'): an
+# unfinished one is held back until its end arrives, so the line is seen whole.
+_RAY_LOG_START = re.compile(rb"\[\d{4}-\d\d-\d\d ")
+
+
+@contextmanager
+def ray_actor_line_dropped() -> Iterator[None]:
+    """Descriptor 2 through a pipe for the block: what is written to it reaches the terminal
+    (or file) as it comes, less Ray's actor line (`RAY_ACTOR_LINE`)."""
+    sys.stderr.flush()
+    terminal = os.dup(2)
+    read, write = os.pipe()
+    os.dup2(write, 2)
+    os.close(write)
+    pump = threading.Thread(target=_pump, args=(read, terminal), daemon=True)
+    pump.start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(terminal, 2)  # the pipe's last writer in this process: the pump sees its end
+        pump.join(timeout=5)  # (a process that inherited it may still hold it open)
+        os.close(terminal)
+
+
+def _pump(read: int, terminal: int) -> None:
+    """Copy the pipe to ``terminal`` minus Ray's line. A terminal that went away (a closed
+    pipe) ends only the copying: the pipe is still drained, so no writer ever blocks."""
+    pending, copying = b"", True
+    with os.fdopen(read, "rb", buffering=0) as source:
+        while chunk := source.read(1 << 16):
+            text, pending = filtered(pending + chunk)
+            copying = copying and _write(terminal, text)
+        if copying:
+            _write(terminal, pending)
+
+
+def filtered(text: bytes) -> tuple[bytes, bytes]:
+    """``text`` less Ray's actor line, and the unfinished Ray log line at its end (held back
+    until the rest arrives; it may start mid-line, after a progress bar's last redraw)."""
+    line = text.rfind(b"\n") + 1
+    start = _RAY_LOG_START.search(text, line)
+    if start is not None:
+        cut = start.start()
+    else:  # or the first bytes of one: '[', '[20', ...
+        bracket = text.rfind(b"[", line)
+        cut = bracket if bracket >= 0 and _may_start(text[bracket:]) else len(text)
+    return RAY_ACTOR_LINE.sub(b"", text[:cut]), text[cut:]
+
+
+def _may_start(fragment: bytes) -> bool:
+    """Whether ``fragment``, shorter than a log line's start, could be the first bytes of one."""
+    template = b"[0000-00-00 "
+    return len(fragment) < len(template) and all(
+        chr(have).isdigit() if want == ord("0") else have == want
+        for have, want in zip(fragment, template, strict=False)
+    )
+
+
+def _write(fd: int, data: bytes) -> bool:
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,73 @@
+"""Ray's one actor line (ray-project/ray#57733) is kept off the terminal; everything else
+written to descriptor 2 reaches it unchanged and in order, a line split across writes
+included, and a closed terminal never blocks the writer."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from minkscan.distributed.console import filtered
+
+RAY_LINE = (
+    "[2026-11-25 18:57:24,937 E 11062 11062] core_worker.cc:2465: Actor with class name: "
+    "'MapWorker(MapBatches(ScoreStage))' and ID: 'cd4c107b097d78d4950cc3af01000000' has "
+    "constructor arguments in the object store and max_restarts > 0. If the arguments in the "
+    "object store go out of scope or are lost, the actor restart will fail. See "
+    "https://github.com/ray-project/ray/issues/53727 for more details.\n"
+)
+OTHER_RAY_LINE = "[2026-11-25 18:57:25,001 W 11062 11062] raylet_client.cc:10: a warning\n"
+
+
+def stderr_of(writes: list[str], tail: str = "") -> subprocess.CompletedProcess:
+    """Run ``writes`` to descriptor 2 inside `ray_actor_line_dropped`, then ``tail``."""
+    code = (
+        "import os, sys\n"
+        "from minkscan.distributed.console import ray_actor_line_dropped\n"
+        "with ray_actor_line_dropped():\n"
+        f"    for piece in {writes!r}:\n"
+        "        os.write(2, piece.encode())\n"
+        "    print('through Python', file=sys.stderr)\n"
+        f"os.write(2, {tail!r}.encode())\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True)
+
+
+def test_rays_actor_line_is_dropped_and_everything_else_passes_in_order():
+    half = len(RAY_LINE) // 2
+    result = stderr_of(
+        ["progress: 1 of 4\n", "\rscoring:  25%", RAY_LINE[:half], RAY_LINE[half:],
+         OTHER_RAY_LINE, "\rscoring: 100%"],
+        tail="after\n",
+    )  # fmt: skip
+    assert result.returncode == 0
+    assert result.stderr.decode() == (
+        "progress: 1 of 4\n\rscoring:  25%" + OTHER_RAY_LINE + "\rscoring: 100%through Python\n"
+        "after\n"
+    )
+
+
+def test_a_ray_line_split_across_reads_is_held_until_whole_then_dropped():
+    """However the pipe's reads cut the writes (here: at every byte)."""
+    stream = ("\rscoring:  25%" + RAY_LINE + OTHER_RAY_LINE + "\rscoring: 50%").encode()
+    shown, pending = b"", b""
+    for byte in stream:
+        out, pending = filtered(pending + bytes([byte]))
+        shown += out
+    assert (shown + pending).decode() == "\rscoring:  25%" + OTHER_RAY_LINE + "\rscoring: 50%"
+
+
+def test_a_closed_terminal_never_blocks_the_writer():
+    code = (
+        "import os\n"
+        "from minkscan.distributed.console import ray_actor_line_dropped\n"
+        "with ray_actor_line_dropped():\n"
+        "    for _ in range(64):\n"
+        "        os.write(2, b'x' * 65536)\n"
+        "print('done')\n"
+    )
+    job = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)  # fmt: skip
+    job.stderr.close()  # nobody reads descriptor 2 any more (`minkscan ... 2>&1 | head`)
+    out, _ = job.communicate(timeout=60)
+    assert job.returncode == 0 and out == b"done\n"
