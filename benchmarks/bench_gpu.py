@@ -244,6 +244,7 @@ def bench_model(
         "batch": batch,
         "tokens": tokens,
         "head": scorer.head_path,
+        "body_compiled": bool(scorer.body.active),  # False: the start-up check kept it eager
         "tokens_per_s_a": n_tokens / a_s,
         "tokens_per_s_b": n_tokens / b_s,
         "tokens_per_s_c": n_tokens / c_s,

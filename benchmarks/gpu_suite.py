@@ -434,6 +434,14 @@ def _fmt(value: object, pattern: str = "{:.3f}") -> str:
     return "-" if value is None else pattern.format(value)
 
 
+def _compiled(row: dict[str, object]) -> str:
+    """Whether (c) ran a compiled body: asked for and kept, asked for and dropped by the
+    start-up check (it disagreed with the eager body, or was not faster), or not asked."""
+    if not row["compile"]:
+        return "no"
+    return "asked, ran eager" if row.get("body_compiled") is False else "yes"
+
+
 def _ratio(record: dict[str, object], top: str, bottom: str) -> float | None:
     return record[top] / record[bottom] if record.get(top) and record.get(bottom) else None
 
@@ -480,7 +488,7 @@ def markdown(summary: dict[str, object]) -> str:
                   "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for r in speed_rows:
             lines.append(
-                f"| {r['model']} | {r['tokens']} | {r['batch']} | {r['head']} | {r['compile']} "
+                f"| {r['model']} | {r['tokens']} | {r['batch']} | {r['head']} | {_compiled(r)} "
                 f"| {r['tokens_per_s_a']:.0f} | {r['tokens_per_s_c']:.0f} | {r['c_over_a']:.3f}"
                 f" | {r['b_over_c']:.1f}x | {100 * r['mfu_c']:.1f}% | "
                 f"{r['peak_mem_a_mib']:.0f} / {r['peak_mem_c_mib']:.0f} |"
