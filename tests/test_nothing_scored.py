@@ -33,6 +33,12 @@ def calibration(tmp_path):
     return out
 
 
+def report(tmp_path, calibration, *more: str) -> int:
+    """`minkscan report` of tmp_path/s.parquet against ``calibration`` into tmp_path/r."""
+    return main(["report", "--input", str(tmp_path / "s.parquet"), "--calibration",
+                 str(calibration), "--output", str(tmp_path / "r"), *more])  # fmt: skip
+
+
 def test_report_on_scores_with_no_scored_document_refuses_in_one_line(
     tmp_path, calibration, capsys
 ):
@@ -45,19 +51,7 @@ def test_report_on_scores_with_no_scored_document_refuses_in_one_line(
         }
     ).write_parquet(tmp_path / "s.parquet")
     capsys.readouterr()
-    code = main(
-        [
-            "report",
-            "--input",
-            str(tmp_path / "s.parquet"),
-            "--calibration",
-            str(calibration),
-            "--output",
-            str(tmp_path / "r"),
-            "--fail-above",
-            "0",
-        ]
-    )
+    code = report(tmp_path, calibration, "--fail-above", "0")
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert "no scored document" in err and "empty 1, ok 1, too_short 1" in err
@@ -99,21 +93,7 @@ def test_a_group_with_no_scored_document_is_named_and_fails_the_gate(tmp_path, c
         }
     ).write_parquet(tmp_path / "s.parquet")
     capsys.readouterr()
-    code = main(
-        [
-            "report",
-            "--input",
-            str(tmp_path / "s.parquet"),
-            "--calibration",
-            str(calibration),
-            "--group-column",
-            "dataset",
-            "--output",
-            str(tmp_path / "r"),
-            "--fail-above",
-            "1",
-        ]
-    )
+    code = report(tmp_path, calibration, "--group-column", "dataset", "--fail-above", "1")
     out, err = capsys.readouterr()
     assert code == 1
     assert "No evidence of contamination in the 1 scored group(s)" in out
