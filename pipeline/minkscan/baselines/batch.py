@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from minkscan.methods import LOSS
 from minkscan.text.tokenize import EncodedDocument
 
 if TYPE_CHECKING:
@@ -34,6 +35,19 @@ class RunnerBatch:
     target_logprobs: Sequence[np.ndarray | None] | None = None
     passes: dict[int, PendingScores] = field(default_factory=dict)
     _read: dict[tuple[int, str], Any] = field(default_factory=dict)
+
+    @classmethod
+    def on_main_pass(
+        cls, documents: Sequence[EncodedDocument], scorer: DocumentScorer
+    ) -> RunnerBatch:
+        """The batch as the scoring stage has it: ``scorer``'s (main) pass run over the
+        documents, its ``loss`` column the base loss, the pass kept for runners to read."""
+        pending = scorer.submit(documents)
+        columns = pending.result()
+        batch = cls(documents, pl.Series(columns[LOSS], dtype=pl.Float64))
+        batch.passes[id(scorer)] = pending
+        batch._read[(id(scorer), "columns")] = columns
+        return batch
 
     def _pending(self, scorer: DocumentScorer) -> PendingScores:
         key = id(scorer)

@@ -164,8 +164,8 @@ class ScoreStage:
                 strict=True,
             )
         ]  # fmt: skip
-        runner_batch = RunnerBatch(documents, pl.Series([], dtype=pl.Float64))
-        columns = runner_batch.scores(self.scorer)  # the main pass, which runners may read
+        runner_batch = RunnerBatch.on_main_pass(documents, self.scorer)  # runners may read it
+        columns = runner_batch.scores(self.scorer)
         arrays = _carried(batch, TEXT, INPUT_IDS, STATUS, SPAN_START, SPAN_END)
         own = [N_TOKENS, STATUS, *self.scorer.columns]
         own += list(TOKEN_COLUMNS) if self.scorer.scoring.token_scores else []
@@ -177,7 +177,6 @@ class ScoreStage:
                 pa.list_(pa.float64()),
             )
         table = _with_seconds(pa.table(arrays), MAIN_PASS, started)
-        runner_batch.base_loss = pl.Series(columns[LOSS], dtype=pl.Float64)
         table = _extra_passes(table, self.runners, self.scorer, runner_batch)
         return table.append_column(TEXT, batch[TEXT]) if self.keep_text else table
 
