@@ -211,7 +211,7 @@ def warn_if_too_small(config: ScanConfig, stages: list[StageSpec]) -> None:
     if have < needed:
         logger.warning(
             "the Ray cluster has %g CPUs but this run needs at least %g (scoring and other model "
-            "actors, tokenizer, one read and one commit task): it waits for more nodes; lower "
+            "actors, tokenizer, a read task, the commit actor): it waits for more nodes; lower "
             "ray.cpus_per_actor / ray.num_actors if none will come",
             have,
             needed,
