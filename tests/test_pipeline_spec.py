@@ -81,3 +81,20 @@ def test_the_driver_wires_model_stages_without_importing_model_code():
 def test_a_deferred_function_imports_its_target_on_its_first_call():
     wrapped = deferred("json:dumps", is_class=False)
     assert wrapped.__name__ == "dumps" and wrapped([1], indent=None) == "[1]"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "rows"),
+    [
+        ({}, {"score": 256}),
+        ({"baselines.lowercase": True}, {"score": 128}),
+        ({"baselines.pac": True}, {"score": 42}),  # its 5 copies and the main pass
+        ({"baselines.gradnorm": True, "baselines.reference_model": "gpt2"},
+         {"score": 256, "gradnorm": 128, "reference": 256}),
+        ({"ray.block_rows": 4, "baselines.pac": True}, {"score": 1}),
+    ],
+)  # fmt: skip
+def test_a_model_stage_with_extra_passes_takes_fewer_rows_per_call(overrides, rows):
+    """About a block's worth of forward passes per call, at least one row."""
+    stages = {spec.name: spec for spec in score_stages(build_config({}, overrides), WHERE)}
+    assert {name: stages[name].batch_rows for name in rows} == rows

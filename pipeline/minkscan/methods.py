@@ -286,6 +286,12 @@ def extra_pass_methods(baselines: BaselinesConfig) -> list[Method]:
     return [m for m in METHODS if m.extra_pass and getattr(baselines, m.extra_pass)]
 
 
+def passes_on(baselines: BaselinesConfig, on: str) -> int:
+    """Forward passes per document the enabled extra-pass methods make on ``on``'s actors
+    (``"target"``: beside the main pass)."""
+    return sum(m.passes(baselines) for m in extra_pass_methods(baselines) if m.on == on)
+
+
 def reads_target_logprobs(baselines: BaselinesConfig, on: str | None = None) -> bool:
     """Whether an enabled extra-pass method (run on ``on``'s actors, or any) reads the main
     pass's per-token log p."""

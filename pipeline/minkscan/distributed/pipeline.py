@@ -25,6 +25,7 @@ from minkscan.io.inputs import DESCRIPTOR, Piece, piece_descriptor
 from minkscan.methods import (
     LOSS,
     extra_pass_methods,
+    passes_on,
     reads_target_logprobs,
     single_pass_columns,
 )
@@ -145,7 +146,7 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
             },
             cpus=ray_config.cpus_per_actor,
             gpus=ray_config.gpus_per_actor,
-            batch_rows=ray_config.block_rows,
+            batch_rows=call_rows(ray_config.block_rows, 1 + passes_on(baselines, "target")),
             pool=(ray_config.num_actors, ray_config.max_actors or ray_config.num_actors),
             takes=(TEXT, INPUT_IDS, STATUS, *spans),
             adds=(
@@ -178,7 +179,7 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
                 },
                 cpus=ray_config.cpus_per_actor,
                 gpus=ray_config.gpus_per_actor,
-                batch_rows=ray_config.block_rows,
+                batch_rows=call_rows(ray_config.block_rows, passes_on(baselines, "gradnorm")),
                 pool=(baselines.gradnorm_num_actors, baselines.gradnorm_num_actors),
                 takes=(TEXT, LOSS),
                 adds=_model_columns(config, "gradnorm"),
@@ -204,7 +205,7 @@ def score_stages(config: ScanConfig, where: Destination) -> list[StageSpec]:
                 },
                 cpus=cpus,
                 gpus=gpus,
-                batch_rows=ray_config.block_rows,
+                batch_rows=call_rows(ray_config.block_rows, passes_on(baselines, "reference")),
                 pool=(baselines.reference_num_actors, baselines.reference_num_actors),
                 takes=(
                     TEXT,
@@ -249,6 +250,14 @@ def output_columns(config: ScanConfig, stages: list[StageSpec]) -> list[str]:
             "that name; rename them in the input"
         )
     return columns + ([TEXT] if keeps_text(config) else [])
+
+
+def call_rows(block_rows: int, passes: int) -> int:
+    """Rows per call of a model stage that makes ``passes`` forward passes per document: a
+    block's worth of passes per call, so that a call with heavy extra passes (PAC's copies,
+    SaMIA's samples) still ends, and shows progress, about as often as a plain one, well
+    inside Ray Data's no-progress window (30 minutes)."""
+    return max(1, block_rows // max(1, passes))
 
 
 def torch_threads(cpus_per_actor: float) -> int:
