@@ -34,11 +34,18 @@ def progress_lines(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.getMessage().startswith("progress: ")]
 
 
-def test_documents_count_when_scored_before_any_is_written(caplog):
+def started(caplog) -> tuple[Clock, Progress]:
+    """A piped run's progress of 100 documents, a line every 10 s, on a clock the test
+    moves (no ticker: the test calls `show` where the ticker would)."""
     caplog.set_level(logging.INFO, logger="minkscan")
     clock = Clock()
-    progress = Progress(every=10, total=100, clock=clock)
+    progress = Progress(every=10, total=100, clock=clock, redraw=None)
     progress.start(terminal=False)
+    return clock, progress
+
+
+def test_documents_count_when_scored_before_any_is_written(caplog):
+    clock, progress = started(caplog)
     clock.now = 10
     progress.add(statistics(arrived=30, written=0))
     assert progress_lines(caplog) == [
@@ -49,10 +56,7 @@ def test_documents_count_when_scored_before_any_is_written(caplog):
 
 
 def test_a_line_comes_on_the_clock_without_a_commit(caplog):
-    caplog.set_level(logging.INFO, logger="minkscan")
-    clock = Clock()
-    progress = Progress(every=10, total=100, clock=clock)
-    progress.start(terminal=False)
+    clock, progress = started(caplog)
     progress.add(statistics(arrived=20, written=0))
     clock.now = 5
     progress.show()
@@ -66,10 +70,7 @@ def test_a_line_comes_on_the_clock_without_a_commit(caplog):
 
 
 def test_when_all_is_written_progress_and_summary_agree(caplog):
-    caplog.set_level(logging.INFO, logger="minkscan")
-    clock = Clock()
-    progress = Progress(every=10, total=100, clock=clock)
-    progress.start(terminal=False)
+    clock, progress = started(caplog)
     progress.add(statistics(arrived=60, written=0))
     progress.add(statistics(arrived=40, written=100))
     clock.now = 5

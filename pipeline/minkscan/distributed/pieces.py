@@ -91,6 +91,7 @@ class CommitStage:
         self.output = ScoreOutput(fs, output_root)
         self.commit_rows, self.commit_seconds, self.clock = commit_rows, commit_seconds, clock
         self.held: dict[str, list[pa.Table]] = defaultdict(list)
+        self.held_rows = 0
         self.arrived: Counter = Counter()  # rows seen of each piece not yet all written
         self.expected: dict[str, int] = {}  # and the rows this run reads of it
         self.oldest: float | None = None  # when the oldest row held arrived
@@ -102,11 +103,11 @@ class CommitStage:
         for piece in pc.unique(batch[PIECE]).to_pylist():
             rows = batch.filter(pc.equal(batch[PIECE], piece))
             self.held[piece].append(rows)
+            self.held_rows += rows.num_rows
             arrived[piece] += rows.num_rows
             self.arrived[piece] += rows.num_rows
             self.expected[piece] = rows[PIECE_ROWS][0].as_py()
-        held = sum(table.num_rows for tables in self.held.values() for table in tables)
-        if held >= self.commit_rows or now - self.oldest >= self.commit_seconds:
+        if self.held_rows >= self.commit_rows or now - self.oldest >= self.commit_seconds:
             due = list(self.held)
         else:
             due = [piece for piece in self.held if self.arrived[piece] == self.expected[piece]]
@@ -126,6 +127,7 @@ class CommitStage:
     def _write(self, piece: str) -> dict[str, object]:
         """Write the rows held of ``piece`` as one score file; its statistics."""
         rows = pa.concat_tables(self.held.pop(piece))
+        self.held_rows -= rows.num_rows
         timing = [name for name in rows.column_names if name.startswith(SECONDS_PREFIX)]
         self.output.write_part(
             rows.drop_columns([PIECE, PIECE_ROWS, *timing]), piece, pc.min(rows[ROW]).as_py()

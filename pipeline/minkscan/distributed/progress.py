@@ -45,13 +45,16 @@ class Progress:
     """Running totals of the commit's statistics, shown as they come and on a clock: one bar
     in a terminal (documents scored of the planned total, rate, ETA; redrawn every second),
     else a line every ``every`` seconds. Documents count once scored, before they are
-    written; the summary counts what was written. ``clock`` is injectable for tests."""
+    written; the summary counts what was written. ``clock`` is injectable for tests, and
+    ``redraw`` (seconds between the ticker's redraws; None: no ticker, the caller drives
+    `show`) too."""
 
     every: float
     total: int | None = None  # documents to score, when every piece's size is known
     by_file: dict[str, _Totals] = field(default_factory=dict)
     seconds: Counter = field(default_factory=Counter)
     clock: Callable[[], float] = time.perf_counter
+    redraw: float | None = 1.0
     started: float = field(default_factory=time.perf_counter)
     last_line: float = field(default_factory=time.perf_counter)
     bar: Any = None
@@ -68,11 +71,12 @@ class Progress:
             from tqdm import tqdm
 
             self.bar = tqdm(total=self.total, unit="doc", desc="scoring", ncols=width)
-        self._ticker = threading.Event()
-        threading.Thread(target=self._tick, args=(self._ticker,), daemon=True).start()
+        if self.redraw is not None:
+            self._ticker = threading.Event()
+            threading.Thread(target=self._tick, args=(self._ticker,), daemon=True).start()
 
     def _tick(self, stop: threading.Event) -> None:
-        while not stop.wait(1.0):
+        while not stop.wait(self.redraw):
             self.show()
 
     def add(self, stats: pa.Table) -> None:
