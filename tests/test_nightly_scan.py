@@ -46,11 +46,14 @@ def config_for(model_dir: Path, inputs: str, output: str, s3: dict | None = None
     )
 
 
-def test_changes_are_new_changed_unchanged_or_removed_by_fingerprint() -> None:
-    changes = plan_changes({"a": "1", "b": "2", "c": "3"}, {"a": "1", "b": "0", "d": "4"})
+def test_changes_are_new_changed_unchanged_moved_or_removed_by_fingerprint() -> None:
+    changes = plan_changes(
+        {"a": "1", "b": "2", "c": "3", "e2": "5"}, {"a": "1", "b": "0", "d": "4", "e": "5"}
+    )
     assert (changes.new, changes.changed, changes.unchanged, changes.removed) == (
         ["c"], ["b"], ["a"], ["d"],
     )  # fmt: skip
+    assert changes.moved == [("e", "e2")]
 
 
 def test_second_local_scan_scores_only_new_and_changed_shards_and_diffs(
@@ -66,6 +69,8 @@ def test_second_local_scan_scores_only_new_and_changed_shards_and_diffs(
 
     shard([TEXTS[4]], 2).write_parquet(inputs / "b.parquet")  # b changes
     shard([TEXTS[5]], 5).write_parquet(inputs / "c.parquet")  # c is new
+    (inputs / "old").mkdir()
+    (inputs / "a.parquet").rename(inputs / "old" / "a.parquet")  # a moves
     capsys.readouterr()
     calibration.write(tmp_path / "cal.json")
     code = main(["nightly", "--input", str(inputs), "--output", str(output), "--model",
@@ -74,7 +79,7 @@ def test_second_local_scan_scores_only_new_and_changed_shards_and_diffs(
                  str(tmp_path / "report2")])  # fmt: skip
     assert code == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0].startswith("nightly scan: 1 new, 1 changed, 1 unchanged, 0 removed")
+    assert printed[0].startswith("nightly scan: 1 new, 1 changed, 0 unchanged, 1 moved, 0 removed")
     assert printed[1].endswith("(minkpp_k20).")  # the verdict, as `report` prints it
     assert sum(line.strip().startswith(("No evidence", "Evidence")) for line in printed) == 4
     assert any(line.strip().startswith("Blind baseline") for line in printed)  # as report
@@ -83,6 +88,7 @@ def test_second_local_scan_scores_only_new_and_changed_shards_and_diffs(
     assert runs == {"a.parquet": "run-0001", "b.parquet": "run-0002", "c.parquet": "run-0002"}
     rescored = pl.read_parquet(output / "runs" / "run-0002" / "part-*.parquet")["id"].sort()
     assert rescored.to_list() == ["doc-2", "doc-5"]  # a was not scored again
+    assert manifest["shards"]["old/a.parquet"]["scored_as"] == "a.parquet"  # where its rows are
 
     report = json.loads((tmp_path / "report2" / "report.json").read_text())
     scored = {row["group"]: row["n_scored"] for row in report["results"] if row["method"] == "loss"}
@@ -138,8 +144,9 @@ def test_a_scan_killed_midway_is_recovered_by_the_next_whatever_changed(
     tiny_llama_dir: Path, tmp_path: Path, calibration, caplog
 ) -> None:
     """What a scan killed while scoring leaves: a run directory no manifest names, holding
-    the scores of a shard that then changes. The next scan discards it, with a warning, and
-    scores afresh (it used to fail every night until a person deleted it)."""
+    the scores of a shard that is then deleted, and another shard arrives. The next scan
+    cannot resume it (it holds a shard no longer named), so it discards it with a warning
+    and scores afresh (it used to fail every night until a person deleted it)."""
     from minkscan.distributed.runner import run_scoring
 
     inputs, output = tmp_path / "in", tmp_path / "scores"
@@ -153,9 +160,10 @@ def test_a_scan_killed_midway_is_recovered_by_the_next_whatever_changed(
         update={"input": [str(inputs / "b.parquet")], "input_root": str(inputs), "output": run_dir}
     )
     run_scoring(config.model_copy(update={"data": killed}))
-    shard([TEXTS[5]], 2).write_parquet(inputs / "b.parquet")  # then b changes
+    (inputs / "b.parquet").unlink()  # then b goes, and c comes
+    shard([TEXTS[5]], 2).write_parquet(inputs / "c.parquet")
     result = nightly_scan(config, calibration, tmp_path / "report2")
     assert "discarding" in caplog.text and "left by an unfinished scan" in caplog.text
-    assert len(result.changes.new) == 1
+    assert result.changes.new == ["c.parquet"]
     rescored = pl.read_parquet(output / "runs" / "run-0002" / "part-*.parquet")["id"]
-    assert rescored.to_list() == ["doc-2"]  # b as it is now, once
+    assert rescored.to_list() == ["doc-2"]  # c, once; none of b

@@ -63,15 +63,26 @@ def test_each_format_is_scored_row_for_row_with_ids_from_its_relative_path(
     assert re.search(r"in \d+\.\d s \(\d+\.\d s in all\):", capsys.readouterr().out)
 
 
-def test_jsonl_on_s3_is_read_and_scored(tiny_llama_dir, tmp_path, capsys, s3_server):
+def test_jsonl_on_s3_is_read_and_scored_and_a_renamed_object_keeps_its_rows(
+    tiny_llama_dir, tmp_path, capsys, s3_server
+):
     endpoint, client = s3_server
     client.upload_file(str(tmp_path / write_jsonl(tmp_path)), "corpus", "raw/docs.jsonl.gz")
     s3 = ["--set", f"data.s3={{endpoint_url: '{endpoint}', region: us-east-1, "
           "access_key_id: testing, secret_access_key: testing}"]  # fmt: skip
-    code = main(["score", "--input", "s3://corpus/raw/", "--output", "s3://corpus/scores",
-                 "--model", str(tiny_llama_dir), *s3])  # fmt: skip
-    assert code == 0, capsys.readouterr().err
+    command = ["score", "--input", "s3://corpus/raw/", "--output", "s3://corpus/scores",
+               "--model", str(tiny_llama_dir), *s3]  # fmt: skip
+    assert main(command) == 0, capsys.readouterr().err
     assert "scored 3 documents" in capsys.readouterr().out
+    # S3 has no rename: a copy and a delete. The object's ETag names its content.
+    client.copy_object(Bucket="corpus", Key="raw/renamed.jsonl.gz",
+                       CopySource={"Bucket": "corpus", "Key": "raw/docs.jsonl.gz"})  # fmt: skip
+    client.delete_object(Bucket="corpus", Key="raw/docs.jsonl.gz")
+
+    assert main(command) == 0, capsys.readouterr().err
+
+    printed = capsys.readouterr().out
+    assert "scored 0 documents" in printed and "1 moved (rows kept)" in printed
 
 
 def test_limit_scores_the_first_n_rows_across_files(tiny_llama_dir, tmp_path, capsys):

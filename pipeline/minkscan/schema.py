@@ -102,6 +102,12 @@ class PieceKey:
         return self.end - self.start
 
 
+def derived_id(relpath: str, row: int) -> str:
+    """The id of a row of an input without ids: its path relative to the input root, and
+    its row."""
+    return f"{relpath}:{row}"
+
+
 def part_name(piece: PieceKey | str, first: int, rows: int) -> str:
     """The file name of ``rows`` score rows of ``piece`` whose smallest input row is ``first``."""
     return f"part-{piece}-{first}-{rows}.parquet"

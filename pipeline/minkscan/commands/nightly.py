@@ -42,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
     changes, report = result.changes, result.report
     print(
         f"nightly scan: {len(changes.new)} new, {len(changes.changed)} changed, "
-        f"{len(changes.unchanged)} unchanged, {len(changes.removed)} removed shards; "
+        f"{len(changes.unchanged)} unchanged, {len(changes.moved)} moved, "
+        f"{len(changes.removed)} removed shards; "
         f"report in {args.report}"
     )
     print_verdict(report)

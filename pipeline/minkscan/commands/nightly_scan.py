@@ -5,9 +5,10 @@ and S3; ETags are not used because multipart uploads make them differ for equal 
 All new and changed shards of one scan are scored by one `run_scoring` call into
 ``<output>/runs/run-NNNN/``; ``<output>/_nightly_manifest.json`` records each shard's
 fingerprint and the run holding its scores (rows are matched back to shards by their
-``source``, the shard's path relative to the input root, which every run shares),
-plus the previous report's results, so the next scan knows what is new, changed or removed
-and what to diff against. Runs no shard refers to any more are deleted.
+``source``, the shard's path relative to the input root when it was scored), plus the
+previous report's results, so the next scan knows what is new, changed, moved (a new path
+whose bytes a removed one had: kept, not scored again) or removed and what to diff
+against. Runs no shard refers to any more are deleted.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
@@ -54,6 +55,7 @@ class ShardChanges:
     changed: list[str]
     unchanged: list[str]
     removed: list[str]
+    moved: list[tuple[str, str]] = field(default_factory=list)  # (old path, new path)
 
     @property
     def to_score(self) -> list[str]:
@@ -70,12 +72,25 @@ def fingerprint(fs: pafs.FileSystem, path: str) -> str:
 
 
 def plan_changes(current: dict[str, str], previous: dict[str, str]) -> ShardChanges:
-    """Compare {shard path: fingerprint} of this scan with the last one."""
+    """Compare {shard path: fingerprint} of this scan with the last one. A new path with
+    the fingerprint of a removed one is that shard moved."""
+    gone: dict[str, str] = {}
+    for path in sorted(p for p in previous if p not in current):
+        gone.setdefault(previous[path], path)
+    new, moved = [], []
+    for path in sorted(p for p in current if p not in previous):
+        old = gone.pop(current[path], None)
+        if old is None:
+            new.append(path)
+        else:
+            moved.append((old, path))
+    was_moved = {old for old, _ in moved}
     return ShardChanges(
-        new=sorted(p for p in current if p not in previous),
+        new=new,
         changed=sorted(p for p in current if p in previous and previous[p] != current[p]),
         unchanged=sorted(p for p in current if previous.get(p) == current[p]),
-        removed=sorted(p for p in previous if p not in current),
+        removed=sorted(p for p in previous if p not in current and p not in was_moved),
+        moved=moved,
     )
 
 
@@ -91,9 +106,13 @@ def _write_text(fs: pafs.FileSystem, path: str, text: str) -> None:
         stream.write(text.encode())
 
 
-def diff_results(previous: list[dict], current: list[dict]) -> list[dict]:
-    """Per (group, method): flagged fraction and contamination before and now."""
-    before = {(row[GROUP], row["method"]): row for row in previous}
+def diff_results(
+    previous: list[dict], current: list[dict], moved: list[tuple[str, str]] = ()
+) -> list[dict]:
+    """Per (group, method): flagged fraction and contamination before and now (a moved
+    shard's before is its old path's)."""
+    renamed = dict(moved)
+    before = {(renamed.get(row[GROUP], row[GROUP]), row["method"]): row for row in previous}
     rows = []
     for row in current:
         old = before.get((row[GROUP], row["method"]))
@@ -160,7 +179,12 @@ def nightly_scan(
     current = {relpath: fingerprint(fs, path) for relpath, path in paths.items()}
     changes = plan_changes(current, previous)
 
-    runs = {path: entry["run"] for path, entry in manifest["shards"].items() if path in current}
+    shards = manifest["shards"]
+    runs = {path: entry["run"] for path, entry in shards.items() if path in current}
+    # Where each shard's rows are in its run: the path it was scored under.
+    sources = {path: shards[path].get("scored_as", path) for path in runs}
+    for old, new in changes.moved:
+        runs[new], sources[new] = shards[old]["run"], shards[old].get("scored_as", old)
     if changes.to_score:
         run = f"run-{manifest.get('scans', 0) + 1:04d}"
         scheme = "s3://" if prefix.startswith("s3://") else ""
@@ -173,6 +197,7 @@ def nightly_scan(
         )
         _score_scan(config.model_copy(update={"data": run_data}), fs, fs_path(run_data.output))
         runs.update(dict.fromkeys(changes.to_score, run))
+        sources.update({path: path for path in changes.to_score})
     for stale in {entry["run"] for entry in manifest["shards"].values()}:
         if stale not in runs.values():
             fs.delete_dir(f"{root}/{RUNS_DIR}/{stale}")
@@ -180,7 +205,10 @@ def nightly_scan(
     run_tables = {run: pl.from_arrow(ScoreOutput(fs, f"{root}/{RUNS_DIR}/{run}").read())
                   for run in set(runs.values())}  # fmt: skip
     frames = [
-        run_tables[runs[relpath]].filter(pl.col(SOURCE) == relpath).rename({SOURCE: SHARD})
+        run_tables[runs[relpath]]
+        .filter(pl.col(SOURCE) == sources[relpath])
+        .drop(SOURCE)
+        .with_columns(pl.lit(relpath).alias(SHARD))
         for relpath in sorted(current)
     ]
     report = build_report(
@@ -198,14 +226,19 @@ def nightly_scan(
         "new": changes.new,
         "changed": changes.changed,
         "removed": changes.removed,
+        "moved": changes.moved,
         "unchanged": changes.unchanged,
-        "results": diff_results(manifest["results"], summary["results"]),
+        "results": diff_results(manifest["results"], summary["results"], changes.moved),
     }
     diff_path = write_text(join(str(report_dir), "diff.json"), json.dumps(diff, indent=2))
     new_manifest = {
         "scanned_at": diff["scanned_at"],
         "scans": manifest.get("scans", 0) + 1,
-        "shards": {path: {"sha256": sha, "run": runs[path]} for path, sha in current.items()},
+        "shards": {
+            path: {"sha256": sha, "run": runs[path]}
+            | ({"scored_as": sources[path]} if sources[path] != path else {})
+            for path, sha in current.items()
+        },
         "results": summary["results"],
     }
     _write_text(fs, manifest_path, json.dumps(new_manifest, indent=2))

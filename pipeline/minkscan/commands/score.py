@@ -65,6 +65,12 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> None:
         help=for_key("data.skip_bad_shards", "skip and list unreadable shards instead of failing"),
     )
     parser.add_argument(
+        "--drop-missing",
+        action="store_const",
+        const=True,
+        help=for_key("data.drop_missing", "drop the rows of inputs this run no longer names"),
+    )
+    parser.add_argument(
         "--require-unique-ids",
         action="store_const",
         const=True,
@@ -83,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
             "data.keep_columns": args.keep_columns,
             "scoring.token_scores": args.token_scores,
             "data.skip_bad_shards": args.skip_bad_shards,
+            "data.drop_missing": args.drop_missing,
             "data.require_unique_ids": args.require_unique_ids,
             "ray.num_actors": args.num_actors,
             **prefix_flags(args),
@@ -95,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from minkscan.io.inputs import not_read_note
 
     plan = plan_run(config)
-    if not plan.to_score and not plan.stale:
+    if not plan.to_score and not plan.stale and not plan.marker_outdated:
         print(f"nothing to do: all {plan.rows_done_before} documents already scored in "
               f"{config.data.output}{not_read_note(plan.skipped_files)}")  # fmt: skip
         for path, reason in plan.bad.items():
@@ -108,17 +115,20 @@ def run(args: argparse.Namespace) -> int:
     print(summary.line(wall_seconds=time.perf_counter() - args.started))
     for path, reason in summary.skipped_shards.items():
         print(f"skipped shard {path}: {reason}")
-    _list_not_read(summary.skipped_files)
+    _list_not_read(summary.skipped_files, summary.input_changes.lines())
     return 0
 
 
-def _list_not_read(skipped_files: dict[str, str]) -> None:
-    """With -v, each file the inputs hold that was not read, and why."""
+def _list_not_read(skipped_files: dict[str, str], changes: list[str] = ()) -> None:
+    """With -v, each file the inputs hold that was not read, and why, and each input that
+    changed, moved or went since the output's last run."""
     from minkscan.distributed.session import verbose
 
     if verbose():
         for path, reason in sorted(skipped_files.items()):
             print(f"not read {path}: {reason}")
+        for line in changes:
+            print(line)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

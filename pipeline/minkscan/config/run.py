@@ -45,6 +45,11 @@ class DataConfig(Section):
         "the text column is kept as 'text'.",
     )
     skip_bad_shards: bool = False
+    drop_missing: bool = Field(
+        False,
+        description="Drop the rows of inputs the output holds but this run does not name "
+        "(deleted, renamed and edited, or left out); else such a run is refused.",
+    )
     check_ids: bool = Field(
         True,
         description="Count repeated and null ids over the whole input before scoring (a "

@@ -2,9 +2,11 @@
 belongs to, the models, and which pieces (and rows) are still to score.
 
 Refused here, in one line each: an output that holds another run's scores (model,
-settings, layout), an input file that changed since it was scored into the output, an
-output that lies inside an input directory (its files would be read as documents) or an
-input inside the output, a CUDA device the embedded Ray cannot have.
+settings, layout), an output that lies inside an input directory (its files would be read
+as documents) or an input inside the output, a CUDA device the embedded Ray cannot have.
+Inputs are matched to the output's rows by content (`InputChanges`): a moved file keeps its
+rows, an edited one is scored again; an input the output holds but the run does not name
+is refused by name unless ``data.drop_missing``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from minkscan.io.inputs import InputError, InputFile, Piece, spec_roots
 from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.planning import plan_inputs
 from minkscan.io.record import RunRecord
-from minkscan.io.scores import ScoreOutput
+from minkscan.io.scores import InputChanges, OutputError, ScoreOutput
 from minkscan.models.identity import model_identity, planned_dtype
 from minkscan.models.names import check_custom_code, check_model_name
 from minkscan.schema import CHARS_PER_TOKEN
@@ -37,7 +39,8 @@ class RunPlan:
     """The run's stages, output and record, and the pieces still to score.
 
     ``bad`` maps input paths that will not be scored to why: unreadable now, or recorded
-    as bad by an earlier run and unchanged since (with ``skip_bad_shards``).
+    as bad by an earlier run and unchanged since (with ``skip_bad_shards``; their keys in
+    ``recorded_bad``).
     """
 
     fs: pafs.FileSystem
@@ -53,6 +56,15 @@ class RunPlan:
     has_ids: bool
     stale: bool = False  # score files of a shard recorded as bad are left to drop
     skipped_files: dict[str, str] = field(default_factory=dict)  # not read, and why
+    recorded_bad: frozenset[str] = frozenset()
+    changes: InputChanges = field(default_factory=InputChanges)  # since the output's last run
+    old_format: bool = False  # the output is adopted (`ScoreOutput.adopt`) before scoring
+
+    @property
+    def marker_outdated(self) -> bool:
+        """Whether the output's record of its inputs must be rewritten even with nothing
+        to score (inputs moved, changed or gone; an older format)."""
+        return bool(self.changes) or self.old_format
 
     @property
     def rows_to_score(self) -> int | None:
@@ -141,25 +153,32 @@ def plan_run(config: ScanConfig) -> RunPlan:
             check_custom_code(model.name, model.trust_remote_code)
     record = run_record(config, columns)
     output.check(record)
-    output.check_inputs(files)
+    unreadable = {path.removeprefix(inputs.root + "/") for path in inputs.bad}
+    changes = output.input_changes(files, unreadable)
+    if changes.missing and not data.drop_missing:
+        shown = ", ".join(changes.missing[:3]) + (", ..." if len(changes.missing) > 3 else "")
+        raise OutputError(
+            f"output {output.root} holds the rows of {len(changes.missing)} input(s) this run "
+            f"does not name ({shown}): name them again, or --drop-missing to drop their rows"
+        )
     bad = dict(inputs.bad)
     pieces = inputs.pieces
+    known = output.bad_shards()
+    recorded_bad: frozenset[str] = frozenset()
     if data.skip_bad_shards:  # shards an earlier run found bad, unchanged since: not re-read
-        known = {entry["path"]: entry for entry in output.bad_shards().values()}
-        recorded = {
-            file.path for file in files
-            if known.get(file.path, {}).get("fingerprint") == file.fingerprint
-        }  # fmt: skip
-        bad |= {path: f"{known[path]['reason']} (found by an earlier run)" for path in recorded}
-        pieces = [piece for piece in pieces if piece.file.path not in recorded]
+        recorded_bad = frozenset(file.key for file in files if file.key in known)
+        bad |= {file.path: f"{known[file.key]['reason']} (found by an earlier run)"
+                for file in files if file.key in recorded_bad}  # fmt: skip
+        pieces = [piece for piece in pieces if piece.file.key not in recorded_bad]
     to_score, done_before, rows_before = resume(output, pieces)
     expected = sum({piece.file.path: piece.file.size for piece in to_score}.values())
     where = Destination(fs, output.root, inputs.has_ids, expected // CHARS_PER_TOKEN)
     stages = score_stages(config, where)
-    bad_keys = set(output.bad_shards())
-    stale = any(part.key in bad_keys for part in output.parts())
+    stale = any(part.key in known for part in output.parts())
     return RunPlan(fs, output, record, stages, files, pieces, to_score, done_before,
-                   rows_before, bad, inputs.has_ids, stale, inputs.skipped)  # fmt: skip
+                   rows_before, bad, inputs.has_ids, stale, inputs.skipped, recorded_bad,
+                   changes,
+                   output.exists() and output.recorded_inputs() is None)  # fmt: skip
 
 
 def resume(output: ScoreOutput, pieces: list[Piece]) -> tuple[list[Piece], int, int]:

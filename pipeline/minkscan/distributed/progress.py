@@ -27,6 +27,7 @@ from minkscan.distributed.context import data_context
 from minkscan.distributed.ids import IdReport
 from minkscan.distributed.session import verbose
 from minkscan.io.inputs import not_read_note
+from minkscan.io.scores import InputChanges
 from minkscan.schema import PieceKey
 
 logger = logging.getLogger(__name__)
@@ -179,6 +180,7 @@ class RunSummary:
     pieces_done_before: int = 0
     skipped_shards: dict[str, str] = field(default_factory=dict)
     skipped_files: dict[str, str] = field(default_factory=dict)  # not read, and why
+    input_changes: InputChanges = field(default_factory=InputChanges)
     forward_passes: dict[str, int] = field(default_factory=dict)
     pass_seconds: dict[str, float] = field(default_factory=dict)
     ids: IdReport | None = None
@@ -209,6 +211,7 @@ class RunSummary:
             f"{passes}; "
             f"already done: {self.resumed_documents}; "
             f"skipped shards: {len(self.skipped_shards)}{not_read_note(self.skipped_files)}"
+            f"{self.input_changes.note()}"
             f"{ids}; output: {self.output}"
         )
 

@@ -64,6 +64,8 @@ def run_scoring(config: ScanConfig) -> RunSummary:
     lease = WriterLease(plan.output.root, s3=config.data.s3 if is_s3(config.data.output) else None)
     try:
         with lease.held():
+            if plan.old_format:  # an output of an older minkscan: rekeyed by content
+                plan.output.adopt(plan.files, derived_ids=not plan.has_ids)
             plan = plan_run(config)  # again, now that no other run can write the output
             progress = Progress(config.ray.progress_seconds, plan.rows_to_score)
             _forget_reread(plan)
@@ -71,7 +73,7 @@ def run_scoring(config: ScanConfig) -> RunSummary:
             if plan.to_score:
                 ids = _score(config, plan, progress, lease)
             else:
-                plan.output.create(plan.record, plan.files)
+                plan.output.create(plan.record, plan.files, derived_ids=not plan.has_ids)
             seconds = time.perf_counter() - progress.started
             summary = _summary(config, plan, progress, seconds, ids)
             summary.manifest = write_manifest(plan.output, config, summary)
@@ -108,7 +110,7 @@ def _score(
             ids = None
             if (data.check_ids or data.require_unique_ids) and plan.has_ids:
                 ids = check_ids(data, plan.pieces, plan.fs, plan.output.root)
-            plan.output.create(plan.record, plan.files)
+            plan.output.create(plan.record, plan.files, derived_ids=not plan.has_ids)
             to_score = _without_bad(plan)
             progress.start(terminal=terminal, width=width)
             try:
@@ -134,21 +136,22 @@ def _score(
             raise cause from None
         raise
     # Ray is shut down: no commit writes any more, so the file names give the final count.
-    committed = sum(part.rows for part in plan.output.parts())
+    committed = sum(part.rows for part in plan.output.visible(plan.output.parts()))
     raise Interrupted(committed, interrupted_code(interrupted)) from None
 
 
 def _forget_reread(plan: RunPlan) -> None:
-    """Forget the bad-shard records of shards this run reads again (changed since, or
-    ``skip_bad_shards`` off): they are recorded again if they fail again."""
+    """Forget the bad-shard records of shards this run reads again (``skip_bad_shards``
+    off) or no longer names (changed since, or gone): they are recorded again if they fail
+    again."""
     recorded = plan.output.bad_shards()
-    plan.output.forget_bad([k for k, entry in recorded.items() if entry["path"] not in plan.bad])
+    plan.output.forget_bad([key for key in recorded if key not in plan.recorded_bad])
 
 
 def _without_bad(plan: RunPlan) -> list:
     """The pieces to score minus those of shards found bad since planning (by the id check)."""
-    bad = {entry["path"] for entry in plan.output.bad_shards().values()}
-    return [piece for piece in plan.to_score if piece.file.path not in bad]
+    bad = plan.output.bad_shards()
+    return [piece for piece in plan.to_score if piece.file.key not in bad]
 
 
 def _summary(
@@ -162,11 +165,11 @@ def _summary(
     run's alike (none of a skipped shard's rows stays, whenever it was found bad), then sum
     up the run and what the output holds."""
     found = plan.output.bad_shards()
-    dropped = [key for key, entry in found.items() if entry["path"] not in plan.bad]
+    dropped = [key for key in found if key not in plan.recorded_bad]
     plan.output.delete_parts([part for part in plan.output.parts() if part.key in found])
     progress.drop(found)
     skipped = {**plan.bad, **{found[key]["path"]: found[key]["reason"] for key in dropped}}
-    complete, _ = plan.output.completion(plan.output.parts())
+    complete, _ = plan.output.completion(plan.output.visible(plan.output.parts()))
     total = sum(piece.rows for piece in complete)
     return RunSummary(
         output=config.data.output,
@@ -181,6 +184,7 @@ def _summary(
         pieces_done_before=plan.done_before,
         skipped_shards=skipped,
         skipped_files=plan.skipped_files,
+        input_changes=plan.changes,
         forward_passes=forward_passes(config.baselines, config.model.name),
         pass_seconds={
             label: progress.seconds[key]

@@ -3,8 +3,9 @@ their columns from a header, and the *piece* -- the unit of work and of completi
 of whole Parquet row groups or a whole file for formats without an index -- with its
 descriptor, the plain string a Ray Data item carries.
 
-Derived ids are ``<path relative to the input root>:<row>``: they survive moving the data
-and do not depend on Ray.
+A file's key is its content's (`minkscan.io.content`), never its path. Derived ids are
+``<path relative to the input root>:<row>``: they survive moving the whole input tree and
+do not depend on Ray; a reader shows the rows of a renamed file under its new path.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ HIDDEN = "hidden (_ or . name)"
 IN_OUTPUT = "in a score output"
 UNKNOWN_FORMAT = "unknown format"
 SECOND_PATH = "second path to a file (symlink)"
+SAME_CONTENT = "same content as another input (scored once)"
 HF_METADATA = ("state.json", "dataset_info.json")  # beside a saved dataset's Arrow files
 
 
@@ -125,23 +127,28 @@ def _spec_root(spec_path: str) -> str:
 
 @dataclass(frozen=True)
 class InputFile:
-    """One input file: where it is, its path relative to the input root, its format, and
-    its size and modification time (its fingerprint: a changed file is never mixed with
-    the scores of its old content)."""
+    """One input file: where it is, its path relative to the input root, its format, its
+    size and modification time, and its content fingerprint (`minkscan.io.content`; empty
+    until planning reads it)."""
 
     path: str
     relpath: str
     format: str
     size: int = -1
     mtime_ns: int = -1
+    content: str = ""
 
     @property
     def key(self) -> str:
-        """A short stable key of the relative path, used in output file names."""
-        return hashlib.sha1(self.relpath.encode()).hexdigest()[:16]
+        """A short key of what the file holds (its format and content fingerprint), used in
+        output file names: equal content, wherever it lies, has one key."""
+        if not self.content:
+            raise ValueError(f"{self.path}: no content fingerprint yet")
+        return hashlib.sha256(f"{self.format}\0{self.content}".encode()).hexdigest()[:16]
 
     @property
-    def fingerprint(self) -> dict[str, int]:
+    def stat(self) -> dict[str, int]:
+        """Size and modification time, as format-2 outputs recorded each input."""
         return {"size": self.size, "mtime_ns": self.mtime_ns}
 
 
@@ -276,7 +283,7 @@ def piece_descriptor(piece: Piece) -> dict[str, str]:
     file = piece.file
     return {DESCRIPTOR: json.dumps(
         {"path": file.path, "relpath": file.relpath, "format": file.format, "size": file.size,
-         "mtime_ns": file.mtime_ns, "start": piece.start, "end": piece.end,
+         "mtime_ns": file.mtime_ns, "content": file.content, "start": piece.start, "end": piece.end,
          "row_groups": list(piece.row_groups), "done_rows": list(piece.done_rows)}
     )}  # fmt: skip
 
@@ -289,6 +296,7 @@ def piece_from_descriptor(text: str) -> Piece:
         value["format"],
         value["size"],
         value["mtime_ns"],
+        value["content"],
     )
     return Piece(
         file,

@@ -1,17 +1,21 @@
 """Planning a run's reads: the pieces of every input file (about ``data.piece_rows`` rows
-each), from file listings and Parquet footers only, so planning and resuming cost O(files),
-never O(rows); the files that cannot be opened; ``data.limit`` applied.
+each) and its content fingerprint, from file listings and Parquet footers only (the bytes
+of other formats are hashed), so planning and resuming never read a Parquet row; the files
+that cannot be opened; byte-identical files read once; ``data.limit`` applied.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from minkscan.config import DataConfig
+from minkscan.io import content
 from minkscan.io.inputs import (
+    SAME_CONTENT,
     InputError,
     InputFile,
     Piece,
@@ -31,13 +35,15 @@ _NO_TEXT = "no column"
 class InputPlan:
     """The pieces to read, the files that cannot be opened ({path: reason}), whether the
     readable files carry the id column, the columns the files have, and the files the
-    inputs' directories hold that are not read ({path: reason}, `Discovery.skipped`)."""
+    inputs hold that are not read ({path: reason}: `Discovery.skipped`, and files whose
+    content another input already has)."""
 
     pieces: list[Piece]
     bad: dict[str, str]
     has_ids: bool
     columns: tuple[str, ...] = ()
     skipped: dict[str, str] = field(default_factory=dict)
+    root: str = ""  # the input root relative paths start from
 
 
 def plan_pieces(
@@ -49,24 +55,35 @@ def plan_pieces(
     id_column: str,
     keep_columns: tuple[str, ...] = (),
 ) -> InputPlan:
-    """Cut every file into pieces, reading footers (Parquet) or first records only.
+    """Fingerprint every file and cut it into pieces, reading footers (Parquet) or first
+    records only.
 
     A file that cannot be opened or lacks the text column is reported now, before any work,
     instead of failing inside the pipeline; so is one lacking a kept column (a user error,
-    not a bad shard). Ids must be in every file or in none.
+    not a bad shard). Ids must be in every file or in none. A file with the content of one
+    listed before it is not read (`SAME_CONTENT`).
     """
     pieces: list[Piece] = []
     bad: dict[str, str] = {}
+    same: dict[str, str] = {}
+    keys: set[str] = set()
     with_ids: dict[str, bool] = {}
     columns_seen: list[list[str]] = []
     for file in files:
         try:
+            metadata: Any = None
             if file.format == PARQUET:
                 with fs.open_input_file(file.path) as handle:
+                    file = replace(file, content=content.parquet_footer(handle))
                     metadata = pq.ParquetFile(handle).metadata
                 names = metadata.schema.to_arrow_schema().names
             else:
-                metadata, names = None, column_names(fs, file)
+                file = replace(file, content=content.fingerprint(fs, file.path, file.format))
+                names = column_names(fs, file)
+            if file.key in keys:
+                same[file.path] = SAME_CONTENT
+                continue
+            keys.add(file.key)
             columns_seen.append(names)
             if text_column not in names:
                 raise ShardError(f"{_NO_TEXT} '{text_column}' (has {names[:10]})")
@@ -102,7 +119,7 @@ def plan_pieces(
             f"id column '{id_column}' is missing from some inputs ({', '.join(missing[:5])}): "
             "give it in every file, or in none to derive ids from file and row"
         )
-    return InputPlan(pieces, bad, any(with_ids.values()), tuple(found))
+    return InputPlan(pieces, bad, any(with_ids.values()), tuple(found), same)
 
 
 def limit_pieces(
@@ -157,7 +174,7 @@ def plan_inputs(
             f"{', '.join(inputs.columns[:10])}): name it with --id-column, or leave it out to "
             "derive ids from file and row"
         )
-    inputs = replace(inputs, skipped=found.skipped)
+    inputs = replace(inputs, skipped=found.skipped | inputs.skipped, root=found.root)
     if data.limit is None:
         return inputs
     return replace(inputs, pieces=limit_pieces(fs, inputs.pieces, data.limit, data.text_column))

@@ -18,6 +18,7 @@ import pyarrow.fs as pafs
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from minkscan.io import content
 from minkscan.io.inputs import InputFile, Piece, ShardError
 from minkscan.schema import (
     BAD_ENCODING,
@@ -32,6 +33,7 @@ from minkscan.schema import (
     ROW,
     SOURCE,
     TEXT,
+    derived_id,
 )
 
 # Rows per block yielded by a piece read: small blocks keep every scoring actor busy.
@@ -50,15 +52,18 @@ def read_table(
     """The raw columns of a piece (those of ``columns`` the file has; ``text_column`` is
     the one that holds the documents, ``id_column`` the ids, if among them). In CSV both
     are read as the text they are (no number or date inference: ``007`` stays ``007``),
-    and in JSON lines ids that are strings stay strings (a date is not parsed)."""
+    and in JSON lines ids that are strings stay strings (a date is not parsed).
+
+    What is read is checked against the content the piece was planned for: a file changed
+    since raises `content.ContentChanged` instead of mixing its new rows with old ones."""
     file = piece.file
     if file.format == PARQUET:
         with fs.open_input_file(file.path) as handle:
+            content.verify(file.path, file.content, content.parquet_footer(handle))
             parquet = pq.ParquetFile(handle)
             present = [c for c in columns if c in parquet.schema_arrow.names]
             return parquet.read_row_groups(list(piece.row_groups), columns=present)
-    with fs.open_input_stream(file.path) as stream:  # .gz is decompressed by extension
-        raw = stream.read()
+    raw = _raw_bytes(fs, file)
     as_text = [c for c in (text_column, id_column) if c]
     if file.format == JSONL:
         schema = pa.schema([(id_column, pa.string())]) if id_column else None
@@ -73,6 +78,20 @@ def read_table(
     else:
         table = pa.ipc.open_stream(io.BytesIO(raw)).read_all()
     return table.select([c for c in columns if c in table.column_names])
+
+
+def _raw_bytes(fs: pafs.FileSystem, file: InputFile) -> bytes:
+    """A whole file's bytes, checked against its planned content, decompressed if ``.gz``."""
+    with fs.open_input_stream(file.path, compression=None) as stream:
+        raw = stream.read()
+        found = (
+            content.of_bytes(raw) if isinstance(fs, pafs.LocalFileSystem)
+            else content.of_etag(stream.metadata())
+        )  # fmt: skip
+    content.verify(file.path, file.content, found)
+    if file.path.lower().endswith(".gz"):
+        return pa.input_stream(pa.py_buffer(raw), compression="gzip").read()
+    return raw
 
 
 def read_file(fs: pafs.FileSystem, file: InputFile, columns: list[str]) -> pa.Table:
@@ -197,7 +216,7 @@ def read_piece(
     relpath = piece.file.relpath
     ids = (
         _ids_as_strings(table[id_column]) if id_column
-        else pa.array([f"{relpath}:{row}" for row in rows.tolist()], pa.string())
+        else pa.array([derived_id(relpath, row) for row in rows.tolist()], pa.string())
     )  # fmt: skip
     out = pa.table(
         {

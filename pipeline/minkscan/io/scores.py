@@ -4,33 +4,36 @@ run manifest, on local disk or S3.
 Layout (everything minkscan writes, and nothing else, may be in the directory):
 
 - ``_minkscan.json``: written first; marks the directory as a minkscan output and records
-  the run it belongs to: its columns, piece layout, model identity and every
-  setting that changes a score, and a fingerprint (size, modification time) of each input
-  file. A later run resumes it only when all of these agree (`ScoreOutput.check`,
-  `ScoreOutput.check_inputs`).
+  the run it belongs to: its columns, piece layout, model identity and every setting that
+  changes a score (`ScoreOutput.check`), and the inputs of its last run by content key:
+  each one's path relative to the input root, content fingerprint (`minkscan.io.content`)
+  and whether its ids are derived. Readers see the rows of these inputs only.
 - ``_lease.json``: which run is writing the directory now (`minkscan.io.lease`).
 - ``part-<file key>-<start>-<end>-<first row>-<rows>.parquet``: scores of some rows of one
-  input piece (rows [start, end) of the file whose relative path hashes to ``file key``).
+  input piece (rows [start, end) of the file whose content has the key ``file key``).
   A file appears whole or not at all (written under ``_tmp/`` and renamed; one PUT on S3),
   and its name is a function of its rows, so a retried write replaces it.
-- ``_bad/<file key>.json``: an input shard that failed while being read, why, and its
-  fingerprint (it is skipped again, unread, until it changes).
+- ``_bad/<file key>.json``: an input shard that failed while being read, and why (it is
+  skipped again, unread, until its content changes).
 - ``_manifest.json``: the last run's configuration, versions and statistics.
 
 Completion is read from file names alone: a piece is complete when its files hold
 ``end - start`` rows. Resuming therefore lists the directory and reads no row; readers see
-complete pieces only, so each input row appears exactly once even while a run is going on.
+complete pieces of the recorded inputs only, so each input row appears exactly once even
+while a run is going on. The score files of content the last run did not name (an edited
+input's old content, a dropped input) are deleted once its marker is written.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,17 +48,23 @@ from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.record import RunRecord, differences
 from minkscan.schema import (
     BAD_DIR,
+    ID,
     MANIFEST,
     MARKER,
     OUTPUT_NAMES,
     ROW,
+    SOURCE,
     TMP_DIR,
     PieceKey,
+    derived_id,
     parse_part_name,
     part_name,
 )
 
-FORMAT_VERSION = 2
+# 3: score files keyed by content, inputs recorded by key. 2: keyed by relative path, each
+# input's size and mtime recorded (adopted by `ScoreOutput.adopt`). 1: no run record.
+FORMAT_VERSION = 3
+RECORDS_RUN = 2  # the first format whose marker records the run's identity
 # Layout keys older outputs recorded that no longer bind a resume: commits are cut by rows,
 # time and whole pieces, and completion is read from the rows the files hold.
 RETIRED_LAYOUT = ("commit_rows",)
@@ -82,6 +91,50 @@ class PartFile:
     def key(self) -> str:
         """The input file's key (`minkscan.io.inputs.InputFile.key`)."""
         return self.piece.file
+
+
+@dataclass(frozen=True)
+class InputChanges:
+    """How a run's inputs differ from those the output recorded, by relative path: changed
+    (edited, or unreadable now: its old rows are deleted and its content now is scored),
+    moved (same content under a new path: its rows kept, shown under the new path) and
+    missing (not named by this run: refused unless ``data.drop_missing`` drops its rows)."""
+
+    changed: list[str] = field(default_factory=list)
+    moved: list[tuple[str, str]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.changed or self.moved or self.missing)
+
+    def note(self) -> str:
+        """'; inputs since the last run: 1 changed (scored again), 2 moved (rows kept)'."""
+        counts = [(self.changed, "changed (scored again)"), (self.moved, "moved (rows kept)"),
+                  (self.missing, "missing (rows dropped)")]  # fmt: skip
+        shown = ", ".join(f"{len(paths)} {what}" for paths, what in counts if paths)
+        return f"; inputs since the last run: {shown}" if shown else ""
+
+    def lines(self) -> list[str]:
+        """One line per input, for -v."""
+        return ([f"changed {path}: scored again" for path in self.changed]
+                + [f"moved {old} -> {new}: rows kept" for old, new in self.moved]
+                + [f"missing {path}: rows dropped" for path in self.missing])  # fmt: skip
+
+
+def input_changes(
+    recorded: dict[str, dict] | None, files: list[InputFile], unreadable: set[str]
+) -> InputChanges:
+    """Compare an output's recorded inputs ({key: {path, ...}}) with a run's files and the
+    relative paths of the inputs it cannot read."""
+    if recorded is None:
+        return InputChanges()
+    now = {file.key: file.relpath for file in files}
+    paths = set(now.values()) | unreadable
+    lost = sorted(entry["path"] for key, entry in recorded.items() if key not in now)
+    moved = sorted((entry["path"], now[key]) for key, entry in recorded.items()
+                   if key in now and entry["path"] != now[key])  # fmt: skip
+    return InputChanges([p for p in lost if p in paths], moved,
+                        [p for p in lost if p not in paths])  # fmt: skip
 
 
 class ScoreOutput:
@@ -121,7 +174,7 @@ class ScoreOutput:
         if not self.exists():
             return
         marker = self.read_json(MARKER)
-        if marker.get("format", 1) < FORMAT_VERSION:  # before outputs recorded their run
+        if marker.get("format", 1) < RECORDS_RUN:
             recorded = {"columns": marker.get("columns"), "layout": marker.get("settings", {})}
             wanted = {"columns": record.columns,
                       "layout": {k: record.layout.get(k) for k in recorded["layout"]}}  # fmt: skip
@@ -142,25 +195,42 @@ class ScoreOutput:
                 "same model and settings, or give a new --output"
             )
 
-    def check_inputs(self, files: list[InputFile]) -> None:
-        """Refuse input files that changed since their rows were first scored here: their
-        old scores would mix with the new content's."""
+    def recorded_inputs(self) -> dict[str, dict[str, Any]] | None:
+        """{file key: {path, content, derived_ids}} of the inputs the last run named; None
+        for an output of an older format (readers then see every complete piece)."""
+        if not self.exists():
+            return {}
+        marker = self.read_json(MARKER)
+        return marker.get("inputs", {}) if marker.get("format", 1) >= FORMAT_VERSION else None
+
+    def input_changes(self, files: list[InputFile], unreadable: set[str]) -> InputChanges:
+        """How ``files`` (and the unreadable inputs, by relative path) differ from the
+        inputs the last run named."""
+        return input_changes(self.recorded_inputs(), files, unreadable)
+
+    def adopt(self, files: list[InputFile], derived_ids: bool) -> None:
+        """Bring an output of an older format to this one: the score files of each input
+        whose recorded size and modification time still match are renamed from the key of
+        its path to the key of its content; the others (changed, or gone) stay unseen and
+        are scored again (`create` deletes them). A kill midway leaves an output this can
+        finish."""
         if not self.exists():
             return
-        recorded = self.read_json(MARKER).get("inputs", {})
-        changed = [
-            f"{file.relpath} (size {recorded[file.relpath]['size']} -> {file.size} bytes)"
-            if recorded[file.relpath]["size"] != file.size
-            else f"{file.relpath} (modified since)"
-            for file in files
-            if file.relpath in recorded and recorded[file.relpath] != file.fingerprint
-        ]
-        if changed:
-            raise OutputError(
-                f"input changed since it was scored into {self.root}: {', '.join(changed[:3])}"
-                f"{', ...' if len(changed) > 3 else ''}; its old and new scores would mix: "
-                "give a new --output"
-            )
+        marker = self.read_json(MARKER)
+        if marker.get("format", 1) >= FORMAT_VERSION:
+            return
+        recorded = marker.get("inputs", {})
+        keys = {_path_key(file.relpath): file for file in files
+                if recorded.get(file.relpath) == file.stat}  # fmt: skip
+        for part in self.parts():
+            file = keys.get(part.key)
+            if file is not None:
+                piece = PieceKey(file.key, part.piece.start, part.piece.end)
+                self.fs.move(part.path, f"{self.root}/{part_name(piece, part.first, part.rows)}")
+        if self.fs.get_file_info(f"{self.root}/{BAD_DIR}").type == pafs.FileType.Directory:
+            self.fs.delete_dir(f"{self.root}/{BAD_DIR}")  # by path key: found again if bad
+        run = {k: v for k, v in marker.items() if k not in ("format", "inputs")}
+        self._write_marker(run, list(keys.values()), derived_ids)
 
     def _check_creatable(self) -> None:
         """A new local output's nearest existing ancestor must be a writable directory."""
@@ -171,19 +241,22 @@ class ScoreOutput:
             raise OutputError(f"output {self.root} cannot be created: {ancestor} is not a "
                               "writable directory")  # fmt: skip
 
-    def create(self, record: RunRecord, files: list[InputFile]) -> None:
-        """Create the directory and write its marker: the run record and the fingerprints of
-        the input files (those of earlier runs kept). Also proves the output is writable."""
-        inputs = {}
-        if self.exists():
-            inputs = self.read_json(MARKER).get("inputs", {})
-        else:
+    def create(self, record: RunRecord, files: list[InputFile], derived_ids: bool) -> None:
+        """Create the directory and write its marker: the run record and this run's inputs
+        by content key. Readers now see their rows and no other input's, whose score files
+        are then deleted (edited or dropped inputs). Also proves the output is writable."""
+        if not self.exists():
             self.fs.create_dir(self.root, recursive=True)
-        inputs |= {file.relpath: file.fingerprint for file in files}
-        self.write_json(MARKER, {"format": FORMAT_VERSION, "columns": record.columns,
-                                 "layout": record.layout, "identity": record.identity,
-                                 "inputs": inputs})  # fmt: skip
+        self._write_marker({"columns": record.columns, "layout": record.layout,
+                            "identity": record.identity}, files, derived_ids)  # fmt: skip
+        keys = {file.key for file in files}
+        self.delete_parts([part for part in self.parts() if part.key not in keys])
         self.tidy()  # a killed run's temporary files
+
+    def _write_marker(self, run: dict[str, Any], files: list[InputFile], derived_ids: bool) -> None:
+        inputs = {file.key: {"path": file.relpath, "content": file.content,
+                             "derived_ids": derived_ids} for file in files}  # fmt: skip
+        self.write_json(MARKER, {"format": FORMAT_VERSION, **run, "inputs": inputs})
 
     def tidy(self) -> None:
         """Remove the directory of files being written (`TMP_DIR`): at the start of a run,
@@ -254,12 +327,13 @@ class ScoreOutput:
             self.fs.delete_file(part.path)
 
     def mark_bad(self, file: InputFile, reason: str) -> None:
-        """Record that ``file`` failed while being read (it is skipped until it changes)."""
+        """Record that ``file`` failed while being read (skipped until its content changes:
+        the record is named by its content key)."""
         with self._writing(f"{self.root}/{BAD_DIR}"):
             self.fs.create_dir(f"{self.root}/{BAD_DIR}", recursive=True)
         self.write_json(
             f"{BAD_DIR}/{file.key}.json",
-            {"path": file.path, "reason": reason, "fingerprint": file.fingerprint},
+            {"path": file.path, "reason": reason, "content": file.content},
         )
 
     def forget_bad(self, keys: list[str]) -> None:
@@ -267,8 +341,7 @@ class ScoreOutput:
             self.fs.delete_file(f"{self.root}/{BAD_DIR}/{key}.json")
 
     def bad_shards(self) -> dict[str, dict[str, Any]]:
-        """{file key: {path, reason, fingerprint}} of the shards that failed while being
-        read."""
+        """{file key: {path, reason, content}} of the shards that failed while being read."""
         selector = pafs.FileSelector(f"{self.root}/{BAD_DIR}", allow_not_found=True)
         found = {}
         for entry in self.fs.get_file_info(selector):
@@ -294,24 +367,57 @@ class ScoreOutput:
             self._atomically(path, write)
         return path
 
+    def visible(self, parts: list[PartFile]) -> list[PartFile]:
+        """The score files of the inputs the last run named (all, in an older format)."""
+        inputs = self.recorded_inputs()
+        return parts if inputs is None else [part for part in parts if part.key in inputs]
+
     def read(self, columns: list[str] | None = None) -> pa.Table:
-        """The score rows of every complete piece (``columns`` of them, default all).
+        """The score rows of every complete piece of the recorded inputs (``columns`` of
+        them, default all), each under its input's path now: a renamed file's rows show
+        its new ``source`` (and derived ``id``).
 
         Never deletes or rewrites anything; an empty table when nothing is complete.
         """
-        parts = self.parts()
+        recorded = self.recorded_inputs()
+        inputs = recorded or {}
+        parts = [p for p in self.parts() if recorded is None or p.key in recorded]
         complete, _ = self.completion(parts)
+        # Every score file has source and row: read them to put the rows at their path.
+        wanted = columns and [*columns, *(c for c in (SOURCE, ROW) if c not in columns)]
         tables = []
         for part in sorted(parts, key=lambda p: p.path):
             if part.piece in complete:
                 with self.fs.open_input_file(part.path) as handle:
-                    tables.append(pq.read_table(handle, columns=columns))
+                    table = _at_path(pq.read_table(handle, columns=wanted), inputs.get(part.key))
+                tables.append(table if columns is None else table.select(columns))
         if not tables:
             if self.exists():
                 names = columns or self.read_json(MARKER)["columns"]
                 return pa.table({name: pa.array([], pa.null()) for name in names})
             raise OutputError(f"{self.root} holds no minkscan scores")
         return pa.concat_tables(tables, promote_options="permissive")
+
+
+def _path_key(relpath: str) -> str:
+    """The key of an input in a format-2 output: a hash of its relative path."""
+    return hashlib.sha1(relpath.encode()).hexdigest()[:16]
+
+
+def _at_path(table: pa.Table, entry: dict[str, Any] | None) -> pa.Table:
+    """Score rows under the path their input has now (``entry``, its marker record):
+    ``source`` and, where ids are derived from it, ``id``."""
+    if entry is None or SOURCE not in table.column_names or table.num_rows == 0:
+        return table
+    path = entry["path"]
+    if table[SOURCE][0].as_py() == path:
+        return table
+    table = table.set_column(table.schema.get_field_index(SOURCE), SOURCE,
+                             pa.array([path] * table.num_rows, pa.string()))  # fmt: skip
+    if entry.get("derived_ids") and ID in table.column_names:
+        ids = [derived_id(path, row) for row in table[ROW].to_pylist()]
+        table = table.set_column(table.schema.get_field_index(ID), ID, pa.array(ids, pa.string()))
+    return table
 
 
 @dataclass(frozen=True)
