@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
@@ -38,17 +39,34 @@ def losses(output) -> dict[str, float]:
     return dict(zip(frame["id"].to_list(), frame["loss"].to_list(), strict=True))
 
 
+_SCORED: dict[str, Path] = {}
+
+
+@pytest.fixture
+def scored(tiny_llama_dir, tmp_path_factory, tmp_path, local_ray) -> Path:
+    """A corpus -- ``data/in/a.parquet`` and ``data/in/b.jsonl``, two texts each, ids
+    derived -- and its score output ``out``, scored once per module: each test gets its own
+    copy in ``tmp_path``."""
+    if "root" not in _SCORED:
+        root = tmp_path_factory.mktemp("scored")
+        (root / "data" / "in").mkdir(parents=True)
+        write_parquet(root / "data" / "in" / "a.parquet", text=TEXTS[:2])
+        jsonl(root / "data" / "in" / "b.jsonl", TEXTS[2:4])
+        assert score(tiny_llama_dir, root / "data" / "in", root / "out") == 0
+        _SCORED["root"] = root
+    shutil.copytree(_SCORED["root"], tmp_path, dirs_exist_ok=True)
+    return tmp_path
+
+
+IDS = ["a.parquet:0", "a.parquet:1", "b.jsonl:0", "b.jsonl:1"]
+
+
 def test_renamed_moved_or_rerooted_inputs_keep_their_rows_under_their_new_paths(
-    tiny_llama_dir, tmp_path, capsys
+    tiny_llama_dir, scored, capsys
 ):
-    inputs = tmp_path / "data" / "in"
-    inputs.mkdir(parents=True)
-    write_parquet(inputs / "a.parquet", text=TEXTS[:2])
-    jsonl(inputs / "b.jsonl", TEXTS[2:4])
-    out = tmp_path / "out"
-    assert score(tiny_llama_dir, inputs, out) == 0
+    inputs, out = scored / "data" / "in", scored / "out"
     before = losses(out)
-    assert sorted(before) == ["a.parquet:0", "a.parquet:1", "b.jsonl:0", "b.jsonl:1"]
+    assert sorted(before) == IDS
     (inputs / "a.parquet").rename(inputs / "c.parquet")
     (inputs / "sub").mkdir()
     (inputs / "b.jsonl").rename(inputs / "sub" / "b.jsonl")
@@ -62,9 +80,9 @@ def test_renamed_moved_or_rerooted_inputs_keep_their_rows_under_their_new_paths(
     moved = scores(out)
     assert moved["id"].to_list() == ["c.parquet:0", "c.parquet:1", "sub/b.jsonl:0", "sub/b.jsonl:1"]
     assert moved["source"].to_list() == ["c.parquet"] * 2 + ["sub/b.jsonl"] * 2
-    assert moved["loss"].to_list() == [before[i] for i in sorted(before)]
+    assert moved["loss"].to_list() == [before[i] for i in IDS]
     # The same files reached from their parent: their relative paths change, their rows stay.
-    assert score(tiny_llama_dir, tmp_path / "data", out) == 0
+    assert score(tiny_llama_dir, scored / "data", out) == 0
     assert "scored 0 documents" in capsys.readouterr().out
     assert scores(out)["id"].to_list() == [
         "in/c.parquet:0", "in/c.parquet:1", "in/sub/b.jsonl:0", "in/sub/b.jsonl:1"
@@ -73,50 +91,41 @@ def test_renamed_moved_or_rerooted_inputs_keep_their_rows_under_their_new_paths(
 
 
 def test_an_edit_under_the_same_size_and_mtime_is_scored_again_and_never_mixed(
-    tiny_llama_dir, tmp_path, capsys
+    tiny_llama_dir, scored, capsys
 ):
-    inputs = tmp_path / "in"
-    jsonl(inputs / "a.jsonl", TEXTS[:3])
-    write_parquet(inputs / "p.parquet", text=TEXTS[3:5])
-    out = tmp_path / "out"
-    assert score(tiny_llama_dir, inputs, out) == 0
+    inputs, out = scored / "data" / "in", scored / "out"
     before = losses(out)
     # Other text of the same byte length, the modification time put back.
-    edited = [t.replace("says", "owns") for t in TEXTS[:3]] + [t.upper() for t in TEXTS[3:5]]
+    edited = [t.upper() for t in TEXTS[:2]] + [t.replace("says", "owns") for t in TEXTS[2:4]]
     sizes = {}
     for path, write in [
-        (inputs / "a.jsonl", lambda p: jsonl(p, edited[:3])),
-        (inputs / "p.parquet", lambda p: write_parquet(p, text=edited[3:])),
+        (inputs / "a.parquet", lambda p: write_parquet(p, text=edited[:2])),
+        (inputs / "b.jsonl", lambda p: jsonl(p, edited[2:])),
     ]:
         stat = path.stat()
         write(path)
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
         sizes[path.name] = (stat.st_size, path.stat().st_size)
-    assert sizes["a.jsonl"][0] == sizes["a.jsonl"][1]
+    assert sizes["b.jsonl"][0] == sizes["b.jsonl"][1]
     capsys.readouterr()
 
     assert score(tiny_llama_dir, inputs, out) == 0
 
     printed = capsys.readouterr().out
-    assert "scored 5 documents" in printed and "2 changed (scored again)" in printed
+    assert "scored 4 documents" in printed and "2 changed (scored again)" in printed
     after = losses(out)
-    assert sorted(after) == sorted(before)  # each id once: no old row beside a new one
+    assert sorted(after) == IDS  # each id once: no old row beside a new one
     fresh = score_texts(edited, str(tiny_llama_dir), device="cpu")["loss"].to_list()
-    assert [after[i] for i in sorted(after)] == pytest.approx(fresh, abs=1e-5)  # the new text's
+    assert [after[i] for i in IDS] == pytest.approx(fresh, abs=1e-5)  # the new text's
     assert after != pytest.approx(before, abs=1e-6)
 
 
 def test_a_deleted_input_is_refused_by_name_or_its_rows_dropped_with_drop_missing(
-    tiny_llama_dir, tmp_path, capsys
+    tiny_llama_dir, scored, capsys
 ):
-    inputs = tmp_path / "in"
-    inputs.mkdir()
-    write_parquet(inputs / "a.parquet", id=["a0", "a1"], text=TEXTS[:2])
-    write_parquet(inputs / "b.parquet", id=["b0", "b1", "b2"], text=TEXTS[2:5])
-    out = tmp_path / "out"
-    assert score(tiny_llama_dir, inputs, out) == 0
-    kept = tmp_path / "b.parquet"
-    shutil.move(inputs / "b.parquet", kept)
+    inputs, out = scored / "data" / "in", scored / "out"
+    kept = scored / "b.jsonl"
+    shutil.move(inputs / "b.jsonl", kept)
     files = sorted(path.name for path in out.iterdir())
     capsys.readouterr()
 
@@ -124,27 +133,27 @@ def test_a_deleted_input_is_refused_by_name_or_its_rows_dropped_with_drop_missin
 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "holds the rows of 1 input(s) this run does not name" in err
-    assert "(b.parquet): name them again, or --drop-missing" in err
+    assert "(b.jsonl): name them again, or --drop-missing" in err
     assert sorted(path.name for path in out.iterdir()) == files  # untouched
     assert score(tiny_llama_dir, inputs, out, "--drop-missing") == 0
     printed = capsys.readouterr().out
     assert "scored 0 documents" in printed and "1 missing (rows dropped)" in printed
-    assert scores(out)["id"].to_list() == ["a0", "a1"]
+    assert scores(out)["id"].to_list() == IDS[:2]
     assert len(list(out.glob("part-*.parquet"))) == 1  # b's score files are gone
-    assert main_report_documents(out, tmp_path) == 2  # what every reader sees
+    assert calibrated_nonmembers(out, scored) == 2  # what every reader sees
     capsys.readouterr()
-    # Given again, twice byte for byte: scored once.
-    shutil.copy(kept, inputs / "b.parquet")
-    shutil.copy(kept, inputs / "b-copy.parquet")
+    # Given again, twice byte for byte: scored once, under the first path.
+    shutil.copy(kept, inputs / "b.jsonl")
+    shutil.copy(kept, inputs / "b-copy.jsonl")
     assert score(tiny_llama_dir, inputs, out, "-v") == 0
     printed = capsys.readouterr().out
-    assert "scored 3 documents" in printed
+    assert "scored 2 documents" in printed
     assert "files not read: 1 (1 same content as another input (scored once)" in printed
-    assert "b.parquet: same content as another input" in printed
-    assert scores(out)["id"].to_list() == ["a0", "a1", "b0", "b1", "b2"]
+    assert "b.jsonl: same content as another input" in printed
+    assert scores(out)["id"].to_list() == [*IDS[:2], "b-copy.jsonl:0", "b-copy.jsonl:1"]
 
 
-def main_report_documents(out, tmp_path) -> int:
+def calibrated_nonmembers(out, tmp_path) -> int:
     """How many non-members `minkscan calibrate` counts in ``out``."""
     from minkscan.cli import main
 
@@ -154,17 +163,12 @@ def main_report_documents(out, tmp_path) -> int:
 
 
 def test_an_output_written_before_content_keys_is_adopted_without_scoring_again(
-    tiny_llama_dir, tmp_path, capsys
+    tiny_llama_dir, scored, capsys
 ):
-    inputs = tmp_path / "in"
-    inputs.mkdir()
-    write_parquet(inputs / "a.parquet", id=["a0", "a1"], text=TEXTS[:2])
-    jsonl(inputs / "b.jsonl", TEXTS[2:4], id="b")
-    out = tmp_path / "out"
-    assert score(tiny_llama_dir, inputs, out) == 0
+    inputs, out = scored / "data" / "in", scored / "out"
     before = losses(out)
     downgrade_to_format_2(out, inputs)
-    jsonl(inputs / "b.jsonl", TEXTS[2:5], id="b")  # changed since: its old rows must go
+    jsonl(inputs / "b.jsonl", TEXTS[2:5])  # changed since: its old rows must go
     capsys.readouterr()
     # Its recorded run still binds: another score-changing setting is refused.
     assert score(tiny_llama_dir, inputs, out, "--set", "scoring.max_tokens=16") == 2
@@ -174,8 +178,8 @@ def test_an_output_written_before_content_keys_is_adopted_without_scoring_again(
 
     assert "scored 3 documents" in capsys.readouterr().out
     after = scores(out)
-    assert after["id"].to_list() == ["a0", "a1", "b", "b", "b"]
-    assert after["loss"].to_list()[:2] == [before["a0"], before["a1"]]
+    assert after["id"].to_list() == [*IDS, "b.jsonl:2"]
+    assert after["loss"].to_list()[:2] == [before[i] for i in IDS[:2]]
     assert json.loads((out / MARKER).read_text())["format"] == 3
 
 
