@@ -148,8 +148,9 @@ def _only_minkscans(fs: pafs.FileSystem, directory: str) -> bool:
 
 def _score_scan(config: ScanConfig, fs: pafs.FileSystem, run_root: str) -> None:
     """Score one scan's shards into its run directory. A directory left by a scan that was
-    killed (no manifest names it yet) is resumed; if it cannot be (its shards or settings
-    changed since), it is discarded and the scan scored afresh, with a warning."""
+    killed (no manifest names it yet) is resumed, a shard edited since included; if it
+    cannot be (a shard it holds is gone, or the settings changed), it is discarded and the
+    scan scored afresh, with a warning."""
     try:
         run_scoring(config)
     except OutputError as refused:
