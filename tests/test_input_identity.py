@@ -115,6 +115,7 @@ def test_an_edit_under_the_same_size_and_mtime_is_scored_again_and_never_mixed(
     assert "scored 4 documents" in printed and "2 changed (scored again)" in printed
     after = losses(out)
     assert sorted(after) == IDS  # each id once: no old row beside a new one
+    assert len(list(out.glob("part-*.parquet"))) == 2  # the old content's files are gone
     fresh = score_texts(edited, str(tiny_llama_dir), device="cpu")["loss"].to_list()
     assert [after[i] for i in IDS] == pytest.approx(fresh, abs=1e-5)  # the new text's
     assert after != pytest.approx(before, abs=1e-6)

@@ -17,6 +17,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,7 +108,7 @@ def _write_text(fs: pafs.FileSystem, path: str, text: str) -> None:
 
 
 def diff_results(
-    previous: list[dict], current: list[dict], moved: list[tuple[str, str]] = ()
+    previous: list[dict], current: list[dict], moved: Sequence[tuple[str, str]] = ()
 ) -> list[dict]:
     """Per (group, method): flagged fraction and contamination before and now (a moved
     shard's before is its old path's)."""

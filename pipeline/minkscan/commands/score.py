@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from importlib.resources import files
 
 from minkscan.commands.common import (
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
               f"{config.data.output}{not_read_note(plan.skipped_files)}")  # fmt: skip
         for path, reason in plan.bad.items():
             print(f"skipped shard {path}: {reason}")
-        _list_not_read(plan.skipped_files)
+        _list_inputs(plan.skipped_files)
         return 0
     from minkscan.distributed.runner import run_scoring
 
@@ -115,11 +116,11 @@ def run(args: argparse.Namespace) -> int:
     print(summary.line(wall_seconds=time.perf_counter() - args.started))
     for path, reason in summary.skipped_shards.items():
         print(f"skipped shard {path}: {reason}")
-    _list_not_read(summary.skipped_files, summary.input_changes.lines())
+    _list_inputs(summary.skipped_files, summary.input_changes.lines())
     return 0
 
 
-def _list_not_read(skipped_files: dict[str, str], changes: list[str] = ()) -> None:
+def _list_inputs(skipped_files: dict[str, str], changes: Sequence[str] = ()) -> None:
     """With -v, each file the inputs hold that was not read, and why, and each input that
     changed, moved or went since the output's last run."""
     from minkscan.distributed.session import verbose

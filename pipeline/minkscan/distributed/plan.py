@@ -28,7 +28,7 @@ from minkscan.io.inputs import InputError, InputFile, Piece, spec_roots
 from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.planning import plan_inputs
 from minkscan.io.record import RunRecord
-from minkscan.io.scores import InputChanges, OutputError, ScoreOutput
+from minkscan.io.scores import InputChanges, OutputError, ScoreOutput, input_changes
 from minkscan.models.identity import model_identity, planned_dtype
 from minkscan.models.names import check_custom_code, check_model_name
 from minkscan.schema import CHARS_PER_TOKEN
@@ -154,7 +154,8 @@ def plan_run(config: ScanConfig) -> RunPlan:
     record = run_record(config, columns)
     output.check(record)
     unreadable = {path.removeprefix(inputs.root + "/") for path in inputs.bad}
-    changes = output.input_changes(files, unreadable)
+    recorded = output.recorded_inputs()  # None: an older format, adopted before scoring
+    changes = input_changes(recorded, files, unreadable)
     if changes.missing and not data.drop_missing:
         shown = ", ".join(changes.missing[:3]) + (", ..." if len(changes.missing) > 3 else "")
         raise OutputError(
@@ -178,7 +179,7 @@ def plan_run(config: ScanConfig) -> RunPlan:
     return RunPlan(fs, output, record, stages, files, pieces, to_score, done_before,
                    rows_before, bad, inputs.has_ids, stale, inputs.skipped, recorded_bad,
                    changes,
-                   output.exists() and output.recorded_inputs() is None)  # fmt: skip
+                   recorded is None)  # fmt: skip
 
 
 def resume(output: ScoreOutput, pieces: list[Piece]) -> tuple[list[Piece], int, int]:

@@ -85,7 +85,7 @@ def fingerprint(fs: pafs.FileSystem, path: str, format: str) -> str:
 
 def verify(path: str, expected: str, found: str) -> None:
     """Refuse to go on reading ``path`` when what was read is not the planned content."""
-    if expected and found != expected:
+    if found != expected:
         raise ContentChanged(
             f"{path} changed since the run planned it: re-run to score its new content"
         )

@@ -203,11 +203,6 @@ class ScoreOutput:
         marker = self.read_json(MARKER)
         return marker.get("inputs", {}) if marker.get("format", 1) >= FORMAT_VERSION else None
 
-    def input_changes(self, files: list[InputFile], unreadable: set[str]) -> InputChanges:
-        """How ``files`` (and the unreadable inputs, by relative path) differ from the
-        inputs the last run named."""
-        return input_changes(self.recorded_inputs(), files, unreadable)
-
     def adopt(self, files: list[InputFile], derived_ids: bool) -> None:
         """Bring an output of an older format to this one: the score files of each input
         whose recorded size and modification time still match are renamed from the key of
