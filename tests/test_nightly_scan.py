@@ -167,3 +167,63 @@ def test_a_scan_killed_midway_is_recovered_by_the_next_whatever_changed(
     assert result.changes.new == ["c.parquet"]
     rescored = pl.read_parquet(output / "runs" / "run-0002" / "part-*.parquet")["id"]
     assert rescored.to_list() == ["doc-2"]  # c, once; none of b
+
+
+def _nightly(model_dir: Path, inputs: Path, output: Path, report: Path, cal: Path) -> list[str]:
+    return ["nightly", "--input", str(inputs), "--output", str(output), "--model",
+            str(model_dir), "--device", "cpu", "--k", "20", "--calibration", str(cal),
+            "--report", str(report)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("manifest", "message"),
+    [
+        ({"shards": {"gone.jsonl": {"sha256": "0" * 64, "run": "../../victim"}}, "results": []},
+         "shard 'gone.jsonl' names run '../../victim', not a run directory of this output"),
+        ({"shards": {"gone.jsonl": {"sha256": "0" * 64, "run": "/tmp"}}, "results": []},
+         "names run '/tmp'"),
+        ({"files": {}}, "has no 'shards' object and 'results' list"),
+        ("not json {", "is not JSON"),
+    ],
+)
+def test_a_manifest_minkscan_did_not_write_is_refused_before_anything_is_read_or_deleted(
+    tiny_llama_dir: Path, tmp_path: Path, calibration, capsys, manifest, message
+) -> None:
+    """A manifest entry is data: a run it names is never followed outside the output."""
+    inputs, output, victim = tmp_path / "in", tmp_path / "out" / "scores", tmp_path / "victim"
+    inputs.mkdir()
+    output.mkdir(parents=True)
+    victim.mkdir()
+    (victim / "precious.txt").write_text("keep me")
+    shard(TEXTS[:2], 0).write_parquet(inputs / "a.parquet")
+    text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+    (output / MANIFEST_NAME).write_text(text)
+    calibration.write(tmp_path / "cal.json")
+    capsys.readouterr()
+    args = _nightly(tiny_llama_dir, inputs, output, tmp_path / "report", tmp_path / "cal.json")
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "move it away" in err and len(err.splitlines()) == 1
+    assert (victim / "precious.txt").read_text() == "keep me"
+    assert not (output / "runs").exists() and not (tmp_path / "report").exists()
+
+
+def test_a_stale_run_holding_files_minkscan_did_not_write_is_kept_with_a_warning(
+    tiny_llama_dir: Path, tmp_path: Path, calibration, caplog
+) -> None:
+    inputs, output = tmp_path / "in", tmp_path / "scores"
+    inputs.mkdir()
+    shard(TEXTS[:2], 0).write_parquet(inputs / "a.parquet")
+    stale = output / "runs" / "run-0007"
+    stale.mkdir(parents=True)
+    (stale / "notes.txt").write_text("a user's file")
+    (output / MANIFEST_NAME).write_text(json.dumps(
+        {"scans": 7, "shards": {"gone.parquet": {"sha256": "0" * 64, "run": "run-0007"}},
+         "results": []}))  # fmt: skip
+    config = config_for(tiny_llama_dir, str(inputs), str(output))
+    result = nightly_scan(config, calibration, tmp_path / "report")
+    assert result.changes.new == ["a.parquet"] and result.changes.removed == ["gone.parquet"]
+    assert (stale / "notes.txt").read_text() == "a user's file"
+    assert "keeping" in caplog.text and "files minkscan did not write" in caplog.text
+    manifest = json.loads((output / MANIFEST_NAME).read_text())
+    assert manifest["shards"]["a.parquet"]["run"] == "run-0008"

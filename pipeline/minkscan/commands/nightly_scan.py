@@ -17,6 +17,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ import pyarrow.fs as pafs
 from minkscan.calibration.threshold import Calibration
 from minkscan.config import ScanConfig
 from minkscan.distributed.runner import run_scoring
+from minkscan.errors import UserError
 from minkscan.io.inputs import discover
 from minkscan.io.paths import filesystem_for, fs_path, join, write_text
 from minkscan.io.scores import OutputError, ScoreOutput
@@ -95,11 +97,53 @@ def plan_changes(current: dict[str, str], previous: dict[str, str]) -> ShardChan
     )
 
 
+# The only run names a scan writes (`run-0001`, ...): a manifest naming anything else was not
+# written by minkscan, and its runs are neither read nor deleted.
+RUN_NAME = re.compile(r"run-\d{4,}")
+
+
 def _read_manifest(fs: pafs.FileSystem, path: str) -> dict:
+    """The last scan's manifest, checked before anything is read or deleted by it: every
+    shard entry names a fingerprint and a run of this output by its own name (`RUN_NAME`),
+    so no path read from the manifest leads outside ``<output>/runs/``."""
     if fs.get_file_info(path).type != pafs.FileType.File:
         return {"shards": {}, "results": []}
     with fs.open_input_stream(path) as stream:
-        return json.loads(stream.read())
+        raw = stream.read()
+    try:
+        manifest = json.loads(raw)
+    except ValueError as error:
+        raise UserError(f"{path} is not JSON ({error}); it is not a nightly manifest minkscan "
+                        "wrote: move it away to start the scans afresh") from None  # fmt: skip
+    problem = _manifest_problem(manifest)
+    if problem:
+        raise UserError(f"{path}: {problem}; it is not a nightly manifest minkscan wrote: "
+                        "move it away to start the scans afresh")  # fmt: skip
+    return manifest
+
+
+def _manifest_problem(manifest: object) -> str | None:
+    """What makes ``manifest`` other than one `nightly_scan` writes (None: nothing)."""
+    if not isinstance(manifest, dict):
+        return f"holds a {type(manifest).__name__}, not an object"
+    shards, results = manifest.get("shards"), manifest.get("results", [])
+    if not isinstance(shards, dict) or not isinstance(results, list):
+        return "has no 'shards' object and 'results' list"
+    scans = manifest.get("scans", 0)
+    if not isinstance(scans, int) or isinstance(scans, bool) or scans < 0:
+        return f"its scan count {scans!r} is not a count"
+    if not all(isinstance(row, dict) and {GROUP, "method"} <= row.keys() for row in results):
+        return f"a result has no '{GROUP}' and 'method'"
+    for name, entry in shards.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
+            return f"shard '{name}' has no 'sha256' fingerprint"
+        run = entry.get("run")
+        if not isinstance(run, str) or RUN_NAME.fullmatch(run) is None:
+            return (f"shard '{name}' names run {run!r}, not a run directory of this output "
+                    "(run-NNNN)")  # fmt: skip
+        if not isinstance(entry.get("scored_as", name), str):
+            return f"shard '{name}' has a 'scored_as' that is not a path"
+    return None
 
 
 def _write_text(fs: pafs.FileSystem, path: str, text: str) -> None:
@@ -145,6 +189,17 @@ def _only_minkscans(fs: pafs.FileSystem, directory: str) -> bool:
     return MARKER in names and all(
         name in OUTPUT_NAMES or parse_part_name(name) is not None for name in names
     )
+
+
+def _delete_run(fs: pafs.FileSystem, run_root: str) -> None:
+    """Delete a run no shard refers to any more, if it holds only what minkscan writes."""
+    if fs.get_file_info(run_root).type == pafs.FileType.NotFound:
+        return
+    if not _only_minkscans(fs, run_root):
+        logger.warning("keeping %s: no shard refers to it any more, but it holds files "
+                       "minkscan did not write", run_root)  # fmt: skip
+        return
+    fs.delete_dir(run_root)
 
 
 def _score_scan(config: ScanConfig, fs: pafs.FileSystem, run_root: str) -> None:
@@ -202,7 +257,7 @@ def nightly_scan(
         sources.update({path: path for path in changes.to_score})
     for stale in {entry["run"] for entry in manifest["shards"].values()}:
         if stale not in runs.values():
-            fs.delete_dir(f"{root}/{RUNS_DIR}/{stale}")
+            _delete_run(fs, f"{root}/{RUNS_DIR}/{stale}")
 
     run_tables = {run: pl.from_arrow(ScoreOutput(fs, f"{root}/{RUNS_DIR}/{run}").read())
                   for run in set(runs.values())}  # fmt: skip
