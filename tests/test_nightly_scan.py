@@ -178,10 +178,14 @@ def _nightly(model_dir: Path, inputs: Path, output: Path, report: Path, cal: Pat
 @pytest.mark.parametrize(
     ("manifest", "message"),
     [
-        ({"shards": {"gone.jsonl": {"sha256": "0" * 64, "run": "../../victim"}}, "results": []},
-         "shard 'gone.jsonl' names run '../../victim', not a run directory of this output"),
-        ({"shards": {"gone.jsonl": {"sha256": "0" * 64, "run": "/tmp"}}, "results": []},
-         "names run '/tmp'"),
+        (
+            {"shards": {"gone.jsonl": {"sha256": "0" * 64, "run": "../../victim"}}, "results": []},
+            "shard 'gone.jsonl' names run '../../victim', not a run directory of this output",
+        ),
+        (
+            {"shards": {"gone.jsonl": {"sha256": "0" * 64, "run": "/tmp"}}, "results": []},
+            "names run '/tmp'",
+        ),
         ({"files": {}}, "has no 'shards' object and 'results' list"),
         ("not json {", "is not JSON"),
     ],
