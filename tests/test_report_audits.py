@@ -27,8 +27,8 @@ pytestmark = pytest.mark.usefixtures("local_ray")
 
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory, tiny_llama_dir) -> dict[str, Path]:
-    """40 audited texts in two groups and 40 held-out texts; the calibration non-members are
-    the 30 least member-like held-out rows (so some audited documents stand out); a copy of
+    """40 audited texts in two groups and 24 other held-out texts; the calibration non-members
+    are the 20 least member-like held-out rows (so some audited documents stand out); a copy of
     the held-out output recorded as scored with other settings; an order test's result."""
     root = tmp_path_factory.mktemp("audits")
     texts = pl.read_parquet(SAMPLE)
@@ -36,7 +36,7 @@ def scored(tmp_path_factory, tiny_llama_dir) -> dict[str, Path]:
         "audited": texts.slice(0, 40).with_columns(
             pl.when(pl.int_range(pl.len()) < 20).then(pl.lit("a")).otherwise(pl.lit("b"))
             .alias("dataset")),
-        "heldout": texts.slice(24, 40),
+        "heldout": texts.slice(40, 24),
     }  # fmt: skip
     paths = {}
     for name, frame in sets.items():
@@ -44,7 +44,7 @@ def scored(tmp_path_factory, tiny_llama_dir) -> dict[str, Path]:
         extra = ["--keep-columns", "text,dataset"] if name == "audited" else []
         assert score(tiny_llama_dir, root / f"{name}.parquet", root / name, *extra) == 0
         paths[name] = root / name
-    lowest = pl.read_parquet(root / "heldout" / "*.parquet").sort("minkpp_k20").head(30)
+    lowest = pl.read_parquet(root / "heldout" / "*.parquet").sort("minkpp_k20").head(20)
     lowest.write_parquet(root / "nonmembers.parquet")
     # What another run's output records: scored with k = 30 only.
     shutil.copytree(root / "heldout", root / "heldout-k30")
@@ -151,3 +151,26 @@ def test_an_fdr_level_outside_zero_one_is_refused(scored, tmp_path, capsys, leve
 def test_the_cli_defaults_are_the_libraries():
     assert report_command.DEFAULT_FDR == audits.DEFAULT_FDR
     assert report_command.DEFAULT_SPLITS == dataset_inference.DEFAULT_SPLITS
+
+
+@pytest.mark.parametrize(
+    ("heldout", "shared"),
+    [("audited", "40 with the same id"), ("audited-renamed", "40 with the same text")],
+)
+def test_a_heldout_set_sharing_documents_with_the_audited_set_is_refused_by_name(
+    scored, tmp_path, capsys, heldout, shared
+):
+    """The audited scores given again as held out, and again with every id changed."""
+    if heldout == "audited-renamed":
+        frame = pl.read_parquet(scored["audited"] / "*.parquet")
+        frame.with_columns((pl.lit("copy-") + pl.col("id")).alias("id")).write_parquet(
+            tmp_path / "copy.parquet"
+        )
+        path = tmp_path / "copy.parquet"
+    else:
+        path = scored["audited"]
+    assert main(_report(scored, tmp_path / "r", "--heldout", str(path))) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--heldout {path} shares documents with the audited scores ({shared}" in err
+    assert "disjoint from the audited set" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "r").exists()

@@ -149,3 +149,45 @@ def print_verdict(report: Any) -> None:
         print(f"  {line}")
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
+
+
+# `--fail-above`'s exit statuses beside 0 (passes) and 2 (bad input): the gate fails, or it
+# can neither pass nor fail because a group's verdict is inconclusive.
+GATE_FAILS, GATE_INCONCLUSIVE = 1, 3
+FAIL_ABOVE_HELP = (
+    "exit {fails} when a {group} is contaminated at --alpha and the lower end of its "
+    "contamination interval exceeds this fraction (the verdict's own evidence), or has no "
+    "scored document; exit {unsure} when none fails but a {group} is inconclusive (its text "
+    "alone differs from the calibration non-members), which can neither pass nor fail "
+    "(default: none, no gate)"
+)
+
+
+def fail_above_help(group: str) -> str:
+    """The help of ``--fail-above``, naming its exit statuses."""
+    return FAIL_ABOVE_HELP.format(fails=GATE_FAILS, unsure=GATE_INCONCLUSIVE, group=group)
+
+
+def gate(report: Any, bound: float, command: str, group: str = "group") -> int:
+    """``--fail-above bound`` on a `Report`: 0 passes, `GATE_FAILS` where a group is
+    contaminated beyond the bound or has nothing scored, else `GATE_INCONCLUSIVE` where a
+    group is inconclusive; each failing or undecided group named on stderr."""
+    exceeding = report.exceeding(bound)
+    for row in exceeding:
+        print(f"minkscan {command}: {group} '{row.group}' is contaminated (Holm p = "
+              f"{row.p_adjusted:.2g}) and its contamination is at least "
+              f"{row.contamination_low:.3f} > {bound} (estimate {row.estimate()})",
+              file=sys.stderr)  # fmt: skip
+    for name in report.unscored:
+        print(f"minkscan {command}: {group} '{name}' has no scored document, so it cannot "
+              "pass --fail-above", file=sys.stderr)  # fmt: skip
+    if exceeding or report.unscored:
+        return GATE_FAILS
+    from minkscan.reporting.summary import INCONCLUSIVE
+
+    unsure = report.groups_decided(INCONCLUSIVE)
+    for name in unsure:
+        print(f"minkscan {command}: {group} '{name}' is inconclusive (its text alone differs "
+              f"from the calibration non-members), so --fail-above can neither pass nor fail "
+              f"it: exit {GATE_INCONCLUSIVE}", file=sys.stderr)  # fmt: skip
+    return GATE_INCONCLUSIVE if unsure else 0

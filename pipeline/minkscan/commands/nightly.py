@@ -4,9 +4,15 @@ then report over all of them and diff against the previous report."""
 from __future__ import annotations
 
 import argparse
-import sys
 
-from minkscan.commands.common import add_config_arguments, config_from_args, for_key, print_verdict
+from minkscan.commands.common import (
+    add_config_arguments,
+    config_from_args,
+    fail_above_help,
+    for_key,
+    gate,
+    print_verdict,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,18 +28,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--report", required=True, help="report directory, local or s3:// (rewritten each scan)"
     )
-    parser.add_argument(
-        "--fail-above",
-        type=float,
-        help="exit 1 when a shard is contaminated and the lower end of its contamination "
-        "interval exceeds this fraction, as `report --fail-above` (default: none, no gate)",
-    )
+    parser.add_argument("--fail-above", type=float, help=fail_above_help("shard"))
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """The verdict as `report` prints it; exit 1 when --fail-above is given and a shard
-    fails it (significant, and its contamination at least above the bound)."""
+    """The verdict as `report` prints it, and `report`'s --fail-above gate per shard."""
     from minkscan.calibration import load_calibration
     from minkscan.commands.nightly_scan import nightly_scan
 
@@ -47,14 +47,4 @@ def run(args: argparse.Namespace) -> int:
         f"report in {args.report}"
     )
     print_verdict(report)
-    if args.fail_above is None:
-        return 0
-    failing = report.exceeding(args.fail_above)
-    for row in failing:
-        print(f"minkscan nightly: shard '{row.group}' is contaminated and its contamination "
-              f"is at least {row.contamination_low:.3f} > {args.fail_above}",
-              file=sys.stderr)  # fmt: skip
-    for name in report.unscored:
-        print(f"minkscan nightly: shard '{name}' has no scored document, so it cannot pass "
-              "--fail-above", file=sys.stderr)  # fmt: skip
-    return int(bool(failing or report.unscored))
+    return 0 if args.fail_above is None else gate(report, args.fail_above, "nightly", "shard")

@@ -32,8 +32,9 @@ from minkscan.errors import UserError
 from minkscan.io.inputs import discover
 from minkscan.io.paths import filesystem_for, fs_path, join, write_text
 from minkscan.io.scores import OutputError, ScoreOutput
+from minkscan.reporting.build import build_report
 from minkscan.reporting.render import json_summary, write_report
-from minkscan.reporting.summary import Report, build_report
+from minkscan.reporting.summary import Report
 from minkscan.schema import (
     GROUP,
     MARKER,

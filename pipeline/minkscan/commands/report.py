@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 
-from minkscan.commands.common import print_verdict
+from minkscan.commands.common import fail_above_help, gate, print_verdict
 from minkscan.errors import UserError
 from minkscan.evaluation.blind import BLIND_AUROC_WARN
 
@@ -39,20 +38,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--top", type=int, default=20, help="most member-like documents shown (default: 20)"
     )
-    parser.add_argument(
-        "--fail-above",
-        type=float,
-        help="exit 1 when a group is contaminated at --alpha and the lower end of its "
-        "contamination interval exceeds this fraction (the verdict's own evidence; default: "
-        "none, no gate)",
-    )
+    parser.add_argument("--fail-above", type=float, help=fail_above_help("group"))
     parser.add_argument(
         "--blind-auroc-warn",
         type=float,
         default=BLIND_AUROC_WARN,
-        help="caution a group's verdict when a model-free text classifier tells it from the "
-        "calibration non-members with an AUROC whose lower end exceeds this (a negative "
-        f"value turns the check off; default: {BLIND_AUROC_WARN})",
+        help="a group's verdict is inconclusive when a model-free text classifier tells it "
+        "from the calibration non-members with an AUROC whose lower end exceeds this (a "
+        f"negative value turns the check off; default: {BLIND_AUROC_WARN})",
     )
     parser.add_argument(
         "--fdr",
@@ -117,21 +110,7 @@ def run(args: argparse.Namespace) -> int:
     print_verdict(report)
     for path in write_report(report, args.output):
         print(f"wrote {path}")
-    if args.fail_above is not None:
-        exceeding = report.exceeding(args.fail_above)
-        for row in exceeding:
-            print(
-                f"minkscan report: group '{row.group}' is contaminated (Holm p = "
-                f"{row.p_adjusted:.2g}) and its contamination is at least "
-                f"{row.contamination_low:.3f} > {args.fail_above} (estimate {row.estimate()})",
-                file=sys.stderr,
-            )
-        for name in report.unscored:
-            print(f"minkscan report: group '{name}' has no scored document, so it cannot pass "
-                  "--fail-above", file=sys.stderr)  # fmt: skip
-        if exceeding or report.unscored:
-            return 1
-    return 0
+    return 0 if args.fail_above is None else gate(report, args.fail_above, "report")
 
 
 def _order_test(path: str) -> dict:
@@ -154,14 +133,21 @@ def _order_test(path: str) -> dict:
 
 
 def _heldout(path: str, audited):
-    """The held-out scores as a frame, refused in one line when they were scored with
-    another model or other score-changing settings than the audited ones."""
+    """The held-out scores as a frame, refused in one line when they share documents with
+    the audited ones or were scored with another model or other score-changing settings."""
     import polars as pl
 
     from minkscan.io.record import scoring_differences
     from minkscan.io.scores import read_scores
+    from minkscan.reporting.audits import shared_documents
 
     heldout = read_scores(path)
+    frame = pl.from_arrow(heldout.table)
+    shared = shared_documents(pl.from_arrow(audited.table), frame)
+    if shared:
+        raise UserError(f"--heldout {path} shares documents with the audited scores "
+                        f"({'; '.join(shared)}): dataset inference needs a held-out split "
+                        "disjoint from the audited set")  # fmt: skip
     if heldout.identity is not None and audited.identity is not None:
         changed = scoring_differences(audited.identity, heldout.identity)
         if changed:
@@ -175,4 +161,4 @@ def _heldout(path: str, audited):
             "score file has no run record); dataset inference assumes it was",
             path,
         )
-    return pl.from_arrow(heldout.table)
+    return frame

@@ -52,6 +52,25 @@ class BlindResult:
                 "n_negative": self.n_negative}  # fmt: skip
 
 
+def auroc_phrase(result: BlindResult) -> str:
+    """'blind AUROC 0.998 [0.995, 1.000]'."""
+    auroc = result.auroc
+    return f"blind AUROC {auroc.value:.3f} [{auroc.low:.3f}, {auroc.high:.3f}]"
+
+
+def told_apart(result: BlindResult | None, warn_above: float | None) -> bool:
+    """Whether the text alone tells the two sets apart: the AUROC's lower end is above
+    ``warn_above`` (None: the check is off)."""
+    return warn_above is not None and result is not None and result.auroc.low > warn_above
+
+
+def below_chance(result: BlindResult | None, warn_above: float | None) -> bool:
+    """Whether an AUROC's upper end is as far below 0.5 as ``warn_above`` is above it: a
+    cross-validated classifier does that when the same texts sit on both sides (each text's
+    twin, in the training folds, carries the other label)."""
+    return warn_above is not None and result is not None and result.auroc.high < 1 - warn_above
+
+
 def _classifier(seed: int) -> Any:
     """TF-IDF over character and word n-grams, then logistic regression."""
     from sklearn.feature_extraction.text import TfidfVectorizer

@@ -18,7 +18,9 @@ equal size the two agree closely).
 Seeded splits repeat this; the median p-value and its spread are reported. Valid only if
 the held-out set is an i.i.d. split of the same data the suspect set was drawn from (same
 source, period and format, never trained on): then without training the two cannot be
-told apart, whatever the scores are.
+told apart, whatever the scores are. The result carries the check of that assumption: when
+a classifier that never sees the model tells the two sets' texts apart, the result is not
+valid, whatever its p-value.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import ttest_ind
+
+from minkscan.evaluation.blind import BlindResult, auroc_phrase, below_chance, told_apart
 
 DEFAULT_SPLITS = 10
 # Fewer rows than this per side leave too few per half to learn and to test.
@@ -41,7 +45,9 @@ I_I_D = (
 
 @dataclass(frozen=True)
 class DatasetInference:
-    """The test on one suspect set against one held-out set."""
+    """The test on one suspect set against one held-out set, with the check of its own
+    assumption: the blind baseline between the two sets' texts (`minkscan.evaluation.blind`),
+    or why it did not run."""
 
     group: str
     heldout: str
@@ -49,6 +55,9 @@ class DatasetInference:
     n_suspect: int
     n_heldout: int
     p_values: list[float]
+    blind: BlindResult | None = None  # audited against held-out texts, by text alone
+    blind_warn: float | None = None  # the AUROC above which the sets count as told apart
+    blind_note: str | None = None  # why the i.i.d. check did not run
 
     @property
     def median_p(self) -> float:
@@ -60,8 +69,20 @@ class DatasetInference:
         low, high = np.quantile(self.p_values, [0.25, 0.75])
         return float(low), float(high)
 
+    @property
+    def valid(self) -> bool:
+        """False when the text alone tells the held-out set from the audited one: then the
+        two are not an i.i.d. split, and the test's p-value is no evidence of training."""
+        return not told_apart(self.blind, self.blind_warn)
+
     def significant(self, alpha: float) -> bool:
-        return self.median_p < alpha
+        return self.valid and self.median_p < alpha
+
+    def decision(self, alpha: float) -> str:
+        """'evidence', 'no evidence' or 'not valid'."""
+        if not self.valid:
+            return "not valid"
+        return "evidence" if self.significant(alpha) else "no evidence"
 
     def sentence(self, alpha: float) -> str:
         low, high = self.spread
@@ -71,13 +92,31 @@ class DatasetInference:
             f"{self.n_heldout} held-out documents ({self.heldout}), {len(self.features)} "
             f"score columns combined"
         )
+        if not self.valid:
+            return (f"Dataset inference for group '{self.group}' is not valid: the held-out "
+                    f"set is distinguishable from the audited set by text alone "
+                    f"({auroc_phrase(self.blind)}, at least {self.blind.auroc.low:.3f} > "
+                    f"{self.blind_warn:g}), so they are not an i.i.d. split and the test "
+                    f"({numbers}) is no evidence of training; use a held-out split drawn at "
+                    "random from the same data as the audited set.")  # fmt: skip
         if self.significant(alpha):
             finding = (f"Dataset inference: group '{self.group}' scores as more member-like "
                        f"than its held-out set at the {alpha:.0%} level")  # fmt: skip
         else:
             finding = (f"Dataset inference: no evidence at the {alpha:.0%} level that group "
                        f"'{self.group}' was trained on")  # fmt: skip
-        return f"{finding} ({numbers}); {I_I_D}."
+        return f"{finding} ({numbers}); {I_I_D}{self._check()}."
+
+    def _check(self) -> str:
+        """What the blind baseline said of the i.i.d. assumption, as a clause."""
+        if self.blind_note is not None:
+            return f"; that assumption was not checked ({self.blind_note})"
+        if self.blind is None:
+            return ""
+        if below_chance(self.blind, self.blind_warn):
+            return (f"; caution: the {auroc_phrase(self.blind)} between the two sets is far "
+                    "below chance, a sign of the same texts on both sides")  # fmt: skip
+        return f" (the text alone does not tell them apart: {auroc_phrase(self.blind)})"
 
 
 def split_p_value(suspect: np.ndarray, heldout: np.ndarray, seed: int) -> float:

@@ -13,13 +13,14 @@ column, else all of them), every score column the two share as a feature.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
 
 from minkscan.calibration import Calibration
 from minkscan.calibration.conformal import benjamini_hochberg, conformal_p_values
+from minkscan.evaluation.blind import BLIND_AUROC_WARN, MIN_TEXTS, blind_auroc
 from minkscan.evaluation.dataset_inference import (
     MIN_PER_SIDE,
     DatasetInference,
@@ -27,7 +28,8 @@ from minkscan.evaluation.dataset_inference import (
 )
 from minkscan.methods import score_columns
 from minkscan.reporting.numbers import format_p
-from minkscan.schema import GROUP, GROUP_KEY, ID
+from minkscan.reporting.shift import TURNED_OFF
+from minkscan.schema import GROUP, GROUP_KEY, ID, ROW, SOURCE, TEXT
 
 DEFAULT_FDR = 0.05
 EXCHANGEABLE = (
@@ -122,15 +124,23 @@ def heldout_inference(
     *,
     heldout_name: str,
     splits: int,
+    blind_warn: float | None = BLIND_AUROC_WARN,
 ) -> tuple[list[DatasetInference], str | None]:
     """Dataset inference of every group against the held-out scores; a note instead of a
-    result where a group has too few documents with every shared score."""
+    result where a group has too few documents with every shared score. Each result
+    carries the blind baseline between the group's texts and the held-out texts (its i.i.d.
+    assumption, checked), or why it could not run."""
     names = rows.collect_schema().names()
     shared = [c for c in score_columns(names) if c in heldout.columns]
     if not shared:
         return [], "the held-out scores share no score column with the audited ones"
+    texts = TEXT in names and TEXT in heldout.columns
     finite = pl.all_horizontal(pl.col(c).cast(pl.Float64).is_finite() for c in shared)
-    audited = rows.filter(finite.fill_null(False)).select(GROUP_KEY, *shared).collect()
+    audited = (
+        rows.filter(finite.fill_null(False))
+        .select(GROUP_KEY, *shared, *([TEXT] if texts else []))
+        .collect()
+    )
     held = heldout.filter(finite.fill_null(False))
     by_group = group_column is not None and group_column in held.columns
     results, skipped = [], []
@@ -140,12 +150,60 @@ def heldout_inference(
         if min(len(mine), len(theirs)) < MIN_PER_SIDE:
             skipped.append(f"'{group}' ({len(mine)} audited, {len(theirs)} held out)")
             continue
-        results.append(dataset_inference(
+        result = dataset_inference(
             _features(mine, shared), _features(theirs, shared), shared, splits=splits,
             group=group, heldout_name=heldout_name,
-        ))  # fmt: skip
+        )  # fmt: skip
+        results.append(_checked(result, mine, theirs, texts, blind_warn))
     note = None
     if skipped:
         note = (f"dataset inference needs at least {MIN_PER_SIDE} documents with every "
                 f"score on each side; not run for {', '.join(skipped)}")  # fmt: skip
     return results, note
+
+
+def _checked(
+    result: DatasetInference, mine: pl.DataFrame, theirs: pl.DataFrame, texts: bool,
+    warn: float | None,
+) -> DatasetInference:  # fmt: skip
+    """``result`` with the blind baseline between the audited and held-out texts."""
+    if warn is None:
+        return replace(result, blind_note=TURNED_OFF)
+    if not texts:
+        return replace(result, blind_note="no texts on both sides: score both with "
+                       "`--keep-columns text` to check it")  # fmt: skip
+    blind = blind_auroc(mine[TEXT].to_list(), theirs[TEXT].to_list())
+    if blind is None:
+        return replace(result, blind_note=f"fewer than {MIN_TEXTS} non-empty texts on a side")
+    return replace(result, blind=blind, blind_warn=warn)
+
+
+def shared_documents(audited: pl.DataFrame, heldout: pl.DataFrame) -> list[str]:
+    """'N with the same id (e.g. ...)', 'N with the same text (...)': documents both sets
+    hold. Ids derived from a path and row (no id column) are not compared: two files can
+    share a path."""
+    found = []
+    ids = [_given_ids(frame) for frame in (audited, heldout)]
+    if all(i is not None for i in ids):
+        both = ids[0].filter(ids[0].is_in(ids[1].implode())).unique(maintain_order=True)
+        if len(both):
+            found.append(f"{len(both)} with the same id (e.g. "
+                         f"{', '.join(repr(v) for v in both.head(3).to_list())})")  # fmt: skip
+    if TEXT in audited.columns and TEXT in heldout.columns:
+        texts = [frame[TEXT].drop_nulls().str.strip_chars() for frame in (audited, heldout)]
+        texts = [t.filter(t != "") for t in texts]
+        both = texts[0].filter(texts[0].is_in(texts[1].implode())).unique(maintain_order=True)
+        if len(both):
+            found.append(f"{len(both)} with the same text (e.g. {both[0][:60]!r})")
+    return found
+
+
+def _given_ids(frame: pl.DataFrame) -> pl.Series | None:
+    """The ids a set was given (not derived from its path and row); None without ids."""
+    if ID not in frame.columns:
+        return None
+    ids = frame[ID].cast(pl.Utf8)
+    if SOURCE in frame.columns and ROW in frame.columns:
+        derived = pl.col(SOURCE) + ":" + pl.col(ROW).cast(pl.Utf8)
+        ids = frame.filter(pl.col(ID).cast(pl.Utf8) != derived)[ID].cast(pl.Utf8)
+    return ids.drop_nulls()

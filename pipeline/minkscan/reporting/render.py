@@ -20,9 +20,9 @@ import jinja2
 from minkscan.calibration.threshold import is_flagged
 from minkscan.io.paths import join, write_text
 from minkscan.reporting import plots
-from minkscan.reporting.groups import NOT_ESTIMABLE, GroupResult
+from minkscan.reporting.groups import GroupResult
 from minkscan.reporting.numbers import format_p, p_phrase, percent, significant_digits
-from minkscan.reporting.summary import Report
+from minkscan.reporting.summary import INCONCLUSIVE, Report
 from minkscan.schema import GROUP, ID, SELECTED
 
 _ENVIRONMENT = jinja2.Environment(
@@ -116,7 +116,7 @@ def markdown_summary(report: Report) -> str:
         "",
     ]
     lines += _markdown_table(
-        [GROUP, "scored", "flagged", "chance", "p (Holm)", "contamination"],
+        [GROUP, "scored", "flagged", "chance", "p (Holm)", "contamination", "verdict"],
         [
             [
                 r.group,
@@ -125,7 +125,8 @@ def markdown_summary(report: Report) -> str:
                 f"{percent(r.flagged_high)}]",
                 percent(r.expected_fraction),
                 format_p(r.p_adjusted),
-                r.estimate(),
+                report.estimate(r),
+                report.decision(r),
             ]
             for r in report.primary
         ],  # fmt: skip
@@ -199,20 +200,33 @@ def html_page(report: Report) -> str:
     )
 
 
-def _row(row: GroupResult) -> dict:
-    """A group's statistics for JSON: a contamination estimate that is not estimable is
-    null, with the reason, as the report's own cell says (never a bare 1.0)."""
+def _row(report: Report, row: GroupResult) -> dict:
+    """A group's statistics for JSON: a contamination estimate that is not estimable, or not
+    estimated (the group differs from the calibration by text alone), is null with the
+    reason, as the report's own cell says (never a bare 1.0)."""
     values = asdict(row)
-    if not row.estimable:
+    note = report.contamination_note(row)
+    if note is not None:
         values |= {"contamination": None, "contamination_low": None,
-                   "contamination_high": None, "contamination_note": NOT_ESTIMABLE}  # fmt: skip
+                   "contamination_high": None, "contamination_note": note}  # fmt: skip
     return values
+
+
+def _group(report: Report, row: GroupResult) -> dict:
+    """A primary group for JSON: its statistics, decision, verdict and shift check."""
+    return _row(report, row) | {
+        "decision": report.decision(row),
+        "verdict": report.sentence(row),
+        "shift": report.shift.to_json(row.group),
+    }
 
 
 def json_summary(report: Report) -> dict:
     """Machine-readable summary (no plots, no document text)."""
     return {
         "verdict": report.headline(),
+        "decision": report.overall,
+        "inconclusive_groups": report.groups_decided(INCONCLUSIVE),
         "model": report.model,
         "inputs": report.inputs,
         "primary_method": report.primary_method,
@@ -224,12 +238,10 @@ def json_summary(report: Report) -> dict:
         "calibration_source": report.calibration.source,
         "warnings": report.warnings,
         "unscored_groups": report.unscored,
-        "groups": [_row(row) | {"verdict": report.sentence(row)} for row in report.primary],
-        "results": [_row(row) for row in report.results],
+        "groups": [_group(report, row) for row in report.primary],
+        "results": [_row(report, row) for row in report.results],
         "length_check": asdict(report.lengths) if report.lengths else None,
-        "blind_baseline": (
-            None if report.shift is None else asdict(report.shift) | {"lines": report.blind_lines()}
-        ),  # fmt: skip
+        "blind_baseline": asdict(report.shift) | {"lines": report.blind_lines()},
         "top_ids": [doc.id for doc in report.top_documents],
         "evidence": [
             {ID: doc.id, GROUP: doc.group, "score": doc.score, "p_value": doc.p_value,
@@ -244,7 +256,9 @@ def json_summary(report: Report) -> dict:
         },
         "dataset_inference": {
             "results": [asdict(result) | {"median_p": result.median_p,
+                                          "valid": result.valid,
                                           "significant": result.significant(report.alpha),
+                                          "decision": result.decision(report.alpha),
                                           "verdict": result.sentence(report.alpha)}
                         for result in report.inference],
             "note": report.inference_note,
