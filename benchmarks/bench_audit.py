@@ -3,15 +3,18 @@ exchangeability check, and dataset inference, with exposure planted on the bundl
 
 Order test (`minkscan.evaluation.order_run`, scored in-process by the same scorer):
 - exposure: a copy of the model fine-tuned on a benchmark-like file (``--examples`` texts in
-  a seeded "published" order, joined as the order test joins them) as ONE text stream cut
-  into contiguous blocks, the way pre-training sees a file: the test must reach p < 0.01;
+  a seeded "published" order, one per line) as ONE text stream cut into contiguous blocks,
+  the way pre-training sees a file: the test, scoring the raw lines as the authors do (each
+  tokenised on its own), must reach p < 0.01;
 - control: a copy fine-tuned on the same examples as shuffled single documents (membership
   without order): the test should find nothing;
 - null: the base model on ``--null-runs`` seeded random "published" orders of texts it never
   saw fine-tuned: at most 2 of 20 may fall below 0.05;
-- a file sorted by topic (k-means on TF-IDF) and one sorted by source (WikiMIA-24's 2024
-  events after its pre-2017 ones): the exchangeability check must fire; the base model's
-  order test on them shows what it guards against.
+- files sorted by topic (k-means on TF-IDF), by source (WikiMIA-24's 2024 events after its
+  pre-2017 ones) and by length: the exchangeability check must fire; the base model's order
+  test on them shows what it guards against.
+
+Every row prints the preference (nats per shard) the run could have detected with 80% power.
 
 Dataset inference (`minkscan.evaluation.dataset_inference`, on every single-pass score):
 - exposure: members of a copy fine-tuned for one epoch (lr 2e-5, batch 8, as
@@ -36,15 +39,15 @@ from bench_exposure import fine_tune
 from minkscan.config import ModelConfig, ScoringConfig
 from minkscan.evaluation.dataset_inference import dataset_inference
 from minkscan.evaluation.exchangeability import exchangeability_check
+from minkscan.evaluation.order_examples import LINES, PART_SEPARATOR
 from minkscan.evaluation.order_run import log_likelihoods, orderings_table
-from minkscan.evaluation.order_test import OrderSettings, order_statistics
+from minkscan.evaluation.order_test import OrderSettings, order_statistics, shard_bounds
 from minkscan.methods import single_pass_columns
 from minkscan.models.loading import load_model
 from minkscan.scorer import DocumentScorer
 from timing import REPO
 
 WIKIMIA = REPO.parent / "shared" / "data" / "wikimia24"
-SEPARATOR = "\n\n"
 
 
 def fine_tune_stream(name: str, text: str, directory: Path, lr: float, epochs: int,
@@ -74,15 +77,29 @@ def fine_tune_stream(name: str, text: str, directory: Path, lr: float, epochs: i
 
 
 def scorer(name: str | Path) -> DocumentScorer:
-    """One scorer per model (its start-up probes run once), windows as the order test's."""
+    """One scorer per model (its start-up probes run once), windows and examples as the
+    order test's (each example tokenised on its own)."""
     loaded = load_model(ModelConfig(name=str(name), device="cpu"))
-    return DocumentScorer(loaded, ScoringConfig(max_tokens=2048, window_stride=1024))
+    scoring = ScoringConfig(max_tokens=2048, window_stride=1024, part_separator=PART_SEPARATOR)
+    return DocumentScorer(loaded, scoring)
+
+
+def lines(texts: list[str]) -> list[str]:
+    """Texts as the raw lines of a file (each ends with a newline), as the order test reads
+    a JSON lines or text benchmark by default."""
+    return [text + "\n" for text in texts]
+
+
+def check(examples: list[str], shards: int):
+    """The exchangeability check as the order test runs it (lexical, and position against
+    length within shards)."""
+    return exchangeability_check(examples, bounds=shard_bounds(len(examples), shards))
 
 
 def order_test(model: DocumentScorer, examples: list[str], shards: int, permutations: int,
                seed: int):  # fmt: skip
     """The order test's statistics, scored in-process (same scorer as the pipeline)."""
-    settings = OrderSettings(None, SEPARATOR, shards, permutations, seed)
+    settings = OrderSettings(LINES, None, None, "\n", shards, permutations, seed)
     table = orderings_table(examples, settings)
     scores = model.score_frame(table["text"].to_pylist())
     joined = pa.Table.from_pydict(
@@ -92,9 +109,17 @@ def order_test(model: DocumentScorer, examples: list[str], shards: int, permutat
 
 
 def order_row(label: str, stats, check) -> str:
+    fired = (
+        "random"
+        if check.exchangeable
+        else "fires: "
+        + ", ".join(
+            (["lexical"] if not check.lexically_random else []) + [f.name for f in check.sorted_by]
+        )
+    )
     return (f"| {label} | {stats.shards} x {stats.permutations} | {stats.mean_difference:+.2f} "
             f"| {stats.t_p_value:.2g} | {stats.permutation_p_value:.2g} | "
-            f"{check.p_value:.2g} ({'random' if check.exchangeable else 'fires'}) |")  # fmt: skip
+            f"{stats.detectable(0.05):.3g} | {check.p_value:.2g} ({fired}) |")  # fmt: skip
 
 
 def sorted_by_topic(texts: list[str], seed: int) -> list[str]:
@@ -109,12 +134,12 @@ def sorted_by_topic(texts: list[str], seed: int) -> list[str]:
 
 def order_part(args, texts: list[str], by_label: dict[int, list[str]]) -> list[str]:
     rng = random.Random(args.seed)
-    published = rng.sample(texts, args.examples)  # a seeded "published" order
+    published = lines(rng.sample(texts, args.examples))  # a seeded "published" file
     chosen = set(published)
-    rest = [t for t in texts if t not in chosen]
+    rest = [t for t in lines(texts) if t not in chosen]
     stream = args.out / "order-stream"
     if not (stream / "config.json").exists():
-        fine_tune_stream(args.model, SEPARATOR.join(published), stream, args.order_lr,
+        fine_tune_stream(args.model, "".join(published), stream, args.order_lr,
                          args.order_epochs, 512)  # fmt: skip
     singles = args.out / "order-singles"
     if not (singles / "config.json").exists():
@@ -122,39 +147,44 @@ def order_part(args, texts: list[str], by_label: dict[int, list[str]]) -> list[s
         fine_tune(args.model, published, singles, args.order_lr, 8, epochs=args.order_epochs,
                   reshuffle=True)  # fmt: skip
     rows = []
-    check = exchangeability_check(published)
+    published_check = check(published, args.shards)
     for label, model in (
         ("exposed: fine-tuned on the file as one stream", stream),
         ("control: fine-tuned on shuffled single examples", singles),
     ):
         stats = order_test(scorer(model), published, args.shards, args.permutations, args.seed)
-        rows.append(order_row(label, stats, check))
+        rows.append(order_row(label, stats, published_check))
         print(rows[-1], flush=True)
     base = scorer(args.model)
-    null_rows, below = [], 0
+    null_rows, detectable, below = [], [], 0
     for run in range(args.null_runs):
         sample = random.Random(1000 + run).sample(rest, args.null_examples)
         stats = order_test(base, sample, args.null_shards, args.null_permutations, run)
         below += stats.t_p_value < 0.05
         null_rows.append(stats.t_p_value)
+        detectable.append(stats.detectable(0.05))
         print(f"null run {run}: t p = {stats.t_p_value:.3f}, permutation p = "
-              f"{stats.permutation_p_value:.3f}", flush=True)  # fmt: skip
-    checks = [exchangeability_check(random.Random(2000 + r).sample(rest, args.null_examples))
+              f"{stats.permutation_p_value:.3f}, detectable {detectable[-1]:.3g}",
+              flush=True)  # fmt: skip
+    checks = [check(random.Random(2000 + r).sample(rest, args.null_examples), args.null_shards)
               for r in range(args.null_runs)]  # fmt: skip
     fired = sum(not c.exchangeable for c in checks)
     rows.append(f"| null: base model, {args.null_runs} random orders of unseen text | "
                 f"{args.null_shards} x {args.null_permutations} | - | {below} of "
                 f"{args.null_runs} below 0.05 (median {np.median(null_rows):.2g}) | - | "
-                f"fired on {fired} of {args.null_runs} |")  # fmt: skip
+                f"median {np.median(detectable):.3g} | fired on {fired} of "
+                f"{args.null_runs} |")  # fmt: skip
     sorted_files = {
         "sorted by topic (k-means on TF-IDF)": sorted_by_topic(published, args.seed),
-        "sorted by source (2024 events, then pre-2017)": (
+        "sorted by source (2024 events, then pre-2017)": lines(
             by_label[0][: args.null_examples // 2] + by_label[1][: args.null_examples // 2]
         ),
+        "sorted by length": sorted(published, key=len),
     }
     for label, examples in sorted_files.items():
         stats = order_test(base, examples, args.null_shards, args.null_permutations, args.seed)
-        rows.append(order_row(f"base model, file {label}", stats, exchangeability_check(examples)))
+        rows.append(order_row(f"base model, file {label}", stats,
+                              check(examples, args.null_shards)))  # fmt: skip
         print(rows[-1], flush=True)
     return rows
 
@@ -219,8 +249,8 @@ def main() -> None:
     if "order" in args.parts:
         lines += [
             "| file and model | shards x shuffles | published - shuffled (nats) | t-test p "
-            "| permutation p | exchangeability p |",
-            "|---|---|---|---|---|---|",
+            "| permutation p | detectable (nats, 80% power) | exchangeability p |",
+            "|---|---|---|---|---|---|---|",
         ]
         lines += order_part(args, texts, by_label)
     if "inference" in args.parts:

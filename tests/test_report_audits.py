@@ -57,7 +57,8 @@ def scored(tmp_path_factory, tiny_llama_dir) -> dict[str, Path]:
                  str(paths["calibration.json"])]) == 0  # fmt: skip
     rng = np.random.default_rng(0)
     result = OrderTestResult(
-        OrderSettings(None, "\n\n", 5, 4, 0), ["bench.jsonl"], 40, "tiny", 0.05, Cost(25, 25, 999),
+        OrderSettings("lines", None, None, "\n", 5, 4, 0), ["bench.jsonl"], 40, "tiny", 0.05,
+        Cost(25, 25, 999),
         order_statistics(rng.normal(size=5) + 3, rng.normal(size=(5, 4))),
         ExchangeabilityCheck(0.1, 0.1, 0.5, 40, 999),
     )  # fmt: skip

@@ -132,6 +132,7 @@ class DocumentScorer:
             prepend_bos=self.scoring.prepend_bos,
             windowed=self.scoring.window_stride is not None,
             spans=self.scoring.token_scores,
+            part_separator=self.scoring.part_separator,
         )
 
     def pad(self, segments: Sequence[Segment]) -> TokenBatch:

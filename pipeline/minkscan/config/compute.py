@@ -99,6 +99,13 @@ class ScoringConfig(Section):
         description="Vocabulary ids per torch head tile; None: 1,024 on a CPU (cache-resident "
         "tiles), the whole vocabulary on a GPU.",
     )
+    part_separator: str | None = Field(
+        None,
+        description="Tokenise each part of a text between these characters on its own (with "
+        "the tokenizer's special tokens) and score the parts' ids concatenated; the order "
+        "test sets it so that every ordering of a shard holds the same tokens. None: the "
+        "text is tokenised whole.",
+    )
     window_stride: int | None = Field(
         None,
         ge=1,
@@ -165,6 +172,8 @@ class ScoringConfig(Section):
 
     @model_validator(mode="after")
     def _stride_leaves_context(self) -> ScoringConfig:
+        if self.part_separator == "":
+            raise ValueError("part_separator must be at least one character (or null)")
         if self.window_stride is not None and self.window_stride >= self.max_tokens:
             raise ValueError(
                 f"window_stride ({self.window_stride}) must be below max_tokens "

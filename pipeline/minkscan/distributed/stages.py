@@ -66,6 +66,7 @@ def tokenize(batch: pa.Table, *, model: str, scoring: ScoringConfig) -> pa.Table
         prepend_bos=scoring.prepend_bos,
         windowed=scoring.window_stride is not None,
         spans=scoring.token_scores,
+        part_separator=scoring.part_separator,
     )
     for position, preset in enumerate(batch[PRESET_STATUS].to_pylist()):
         if preset is not None:  # decided when the row was read (bad encoding, not text)

@@ -1,57 +1,153 @@
 """The sharded order test of Oren et al. (ICLR 2024, "Proving Test Set Contamination in
-Black Box Language Models"): its orderings, its statistic and its two p-values.
+Black Box Language Models"): its orderings, its statistic, its two p-values, what a run can
+detect, and the verdict.
 
 If a model never saw a benchmark, every ordering of its examples is equally likely under
 the model; one trained on the published file prefers the published order. The examples
-are cut into contiguous shards. Per shard, the log-likelihood of its examples joined in
-published order is compared with that of seeded shuffles; the statistic is published
-minus the mean of the shuffles, and a one-sided t-test across shards asks whether it is
-above zero (the paper's test). The exact permutation p-value pools the ranks: under the
-null the number of shuffles scoring at least the published order is uniform on
-{0..P} in every shard, independently, so its sum has a known distribution. Ties count
-against the published order, which keeps that p-value conservative. Neither p-value
-needs a single non-member; both are valid only if the published order is itself random
-(`minkscan.evaluation.exchangeability` checks the text for that).
+are cut into contiguous shards (the first ``n % shards`` one example longer, as the authors'
+``compute_sharded_comparison_test.py``). Per shard, the log-likelihood of its examples in
+published order is compared with that of seeded shuffles; the statistic is published minus
+the mean of the shuffles, and the authors' one-sided t-test across shards asks whether it
+is above zero (their statistic: mean / standard deviation (ddof 0) x sqrt(shards), against
+Student's t with shards - 1 degrees of freedom). The exact permutation p-value pools the
+ranks: the shuffles of a shard are distinct orders other than the published one, drawn
+without replacement (the authors' ``random.sample`` may repeat the published order), so
+under the null the published order's rank among them is uniform and the number of shuffles
+scoring at least as high is uniform on {0..P} in every shard, independently; its sum has a
+known distribution. Ties count against the published order. Its smallest value,
+(1 / (P + 1)) ^ shards, decides whether a run can answer at all (`plan_problem`), before a
+forward pass is spent. Neither p-value needs a single non-member; both are valid only if
+the published order is itself random (`minkscan.evaluation.exchangeability`).
 
-Here: the orderings' shape (`OrderSettings`), the statistic and p-values, and the result
-with its verdict (`OrderTestResult`, what `order_test.json` holds); pure numpy and scipy.
-Running the forward passes is `minkscan.evaluation.order_run`'s job.
+Pure numpy and scipy; reading the examples and running the forward passes is
+`minkscan.evaluation.order_run`'s job.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import itertools
+import math
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
+from scipy.optimize import brentq
 from scipy.signal import fftconvolve
-from scipy.stats import ttest_1samp
+from scipy.stats import nct
+from scipy.stats import t as student
 
 from minkscan.evaluation.exchangeability import ExchangeabilityCheck
 
 # Each shard needs two examples, or it has a single ordering and nothing to compare.
 MIN_EXAMPLES_PER_SHARD = 2
+DEFAULT_SHARDS = 50
+DEFAULT_PERMUTATIONS = 50  # at most: fewer where the smallest shard has fewer other orders
+POWER = 0.8  # the power at which a null result states the preference it could detect
+# Shards this small or smaller have their shuffles drawn from all their orders (at most
+# 7! = 5,040); larger ones by rejecting repeats among random permutations.
+ENUMERATED_SIZE = 7
+
+
+def shard_sizes(n_examples: int, shards: int) -> list[int]:
+    """Examples per shard, as the authors cut them: the first ``n % shards`` shards one
+    longer."""
+    base, extra = divmod(n_examples, shards)
+    return [base + (1 if i < extra else 0) for i in range(shards)]
 
 
 def shard_bounds(n_examples: int, shards: int) -> list[tuple[int, int]]:
-    """Contiguous [start, end) of each shard, sizes differing by at most one."""
+    """Contiguous [start, end) of each shard (`shard_sizes`)."""
+    edges = np.cumsum([0, *shard_sizes(n_examples, shards)])
+    return [(int(a), int(b)) for a, b in itertools.pairwise(edges)]
+
+
+def other_orders(size: int) -> int:
+    """How many orders of a shard of ``size`` examples differ from the published one."""
+    return math.factorial(size) - 1
+
+
+def exact_floor(shards: int, permutations: int) -> float:
+    """The smallest exact permutation p-value a run can reach: every shard's published
+    order above all its shuffles."""
+    return float((permutations + 1) ** -shards)
+
+
+def _reaches(shards: int, permutations: int, alpha: float) -> bool:
+    return (permutations + 1) ** shards * alpha > 1
+
+
+def _fits(n_examples: int, shards: int, permutations: int) -> bool:
+    """Whether ``shards`` shards of these examples each hold two examples and have
+    ``permutations`` orders besides the published one."""
+    if shards < 2 or n_examples < MIN_EXAMPLES_PER_SHARD * shards:
+        return False
+    return other_orders(min(shard_sizes(n_examples, shards))) >= permutations
+
+
+def default_permutations(n_examples: int, shards: int, most: int) -> int:
+    """Shuffles per shard when none are asked for: ``most``, or as many orders as the
+    smallest shard has besides the published one, if fewer (at least 1)."""
+    if shards < 1 or n_examples < shards:
+        return most
+    return max(1, min(most, other_orders(min(shard_sizes(n_examples, shards)))))
+
+
+def plan_problem(n_examples: int, shards: int, permutations: int, alpha: float) -> str | None:
+    """Why these settings cannot answer at level ``alpha`` (None: they can), naming
+    settings that can: too few examples, shards or shuffles, or more shuffles than a shard
+    has orders."""
+    if n_examples < 2 * MIN_EXAMPLES_PER_SHARD:
+        return (f"{n_examples} examples are too few for the order test: it needs 2 shards of "
+                f"{MIN_EXAMPLES_PER_SHARD} examples")  # fmt: skip
+    most_shards = n_examples // MIN_EXAMPLES_PER_SHARD
     if shards < 2:
-        raise ValueError(f"the order test needs at least 2 shards (a t-test across them), "
-                         f"got {shards}")  # fmt: skip
-    if n_examples < MIN_EXAMPLES_PER_SHARD * shards:
-        raise ValueError(
-            f"the order test needs at least {MIN_EXAMPLES_PER_SHARD} examples per shard: "
-            f"{n_examples} examples cannot fill {shards} shards (use --shards "
-            f"{max(2, n_examples // MIN_EXAMPLES_PER_SHARD)} or fewer)"
-        )
-    edges = np.linspace(0, n_examples, shards + 1).round().astype(int)
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+        return (f"the order test needs at least 2 shards (a t-test across them), got {shards}: "
+                f"use --shards between 2 and {most_shards}")  # fmt: skip
+    if shards > most_shards:
+        return (f"{n_examples} examples cannot fill {shards} shards of at least "
+                f"{MIN_EXAMPLES_PER_SHARD} examples: use --shards between 2 and "
+                f"{most_shards}")  # fmt: skip
+    size = min(shard_sizes(n_examples, shards))
+    if permutations > other_orders(size):
+        return (f"shards of {size} examples have only {other_orders(size)} orders besides the "
+                f"published one, fewer than --permutations {permutations}: use --permutations "
+                f"{other_orders(size)} or fewer, or fewer shards")  # fmt: skip
+    if _reaches(shards, permutations, alpha):
+        return None
+    options = []
+    more = next((p for p in range(permutations + 1, 10_000) if _reaches(shards, p, alpha)), None)
+    if more is not None and _fits(n_examples, shards, more):
+        options.append(f"--permutations {more} (p >= {exact_floor(shards, more):.2g})")
+    wider = next((s for s in range(shards + 1, most_shards + 1)
+                  if _reaches(s, permutations, alpha)), None)  # fmt: skip
+    if wider is not None and _fits(n_examples, wider, permutations):
+        options.append(f"--shards {wider} (p >= {exact_floor(wider, permutations):.2g})")
+    advice = (
+        f"use {' or '.join(options)}" if options
+        else f"{n_examples} examples are too few to reach it with these shuffles per shard"
+    )  # fmt: skip
+    return (f"--shards {shards} --permutations {permutations} cannot reach p < {alpha:g}: "
+            f"its exact p-value is at least (1/{permutations + 1})^{shards} = "
+            f"{exact_floor(shards, permutations):.2g}; {advice}")  # fmt: skip
 
 
 def shuffled_orders(size: int, permutations: int, seed: int, shard: int) -> list[list[int]]:
-    """``permutations`` seeded random orders of a shard's ``size`` examples (its own stream
-    per shard, so a shard's shuffles do not depend on the others)."""
+    """``permutations`` seeded orders of a shard's ``size`` examples, distinct from each
+    other and from the published order (drawn without replacement; its own stream per
+    shard, so a shard's shuffles do not depend on the others)."""
+    if permutations > other_orders(size):
+        raise ValueError(f"a shard of {size} examples has only {other_orders(size)} other "
+                         f"orders, fewer than {permutations}")  # fmt: skip
     rng = np.random.default_rng([seed, shard])
-    return [rng.permutation(size).tolist() for _ in range(permutations)]
+    if size <= ENUMERATED_SIZE:
+        orders = list(itertools.permutations(range(size)))[1:]  # the first is the published
+        return [list(orders[i]) for i in rng.choice(len(orders), permutations, replace=False)]
+    seen, shuffles = {tuple(range(size))}, []
+    while len(shuffles) < permutations:
+        order = tuple(rng.permutation(size).tolist())
+        if order not in seen:
+            seen.add(order)
+            shuffles.append(list(order))
+    return shuffles
 
 
 def rank_sum_p_value(at_least: np.ndarray, permutations: int) -> float:
@@ -68,6 +164,35 @@ def rank_sum_p_value(at_least: np.ndarray, permutations: int) -> float:
         if count:
             power = np.clip(fftconvolve(power, power), 0.0, None)
     return float(np.clip(total[: int(at_least.sum()) + 1].sum(), 0.0, 1.0))
+
+
+def authors_t(differences: np.ndarray) -> tuple[float, float]:
+    """(t, one-sided p) as the authors compute them: mean / std (ddof 0) x sqrt(n), against
+    Student's t with n - 1 degrees of freedom."""
+    n = differences.size
+    spread = differences.std()
+    if spread == 0:  # no spread: the statistic is undefined, its sign is the answer
+        mean = float(differences.mean())
+        return (0.0, 1.0) if mean <= 0 else (float("inf"), 0.0)
+    t_statistic = float(differences.mean() / spread * math.sqrt(n))
+    return t_statistic, float(student.sf(t_statistic, n - 1))
+
+
+def detectable_preference(differences: np.ndarray, alpha: float, power: float = POWER) -> float:
+    """The smallest mean per-shard preference (nats) the authors' t-test finds at level
+    ``alpha`` with probability ``power``, given the spread of the observed differences
+    (noncentral t). Their statistic is Student's times sqrt(n / (n - 1))."""
+    n = differences.size
+    spread = float(differences.std(ddof=1))
+    if spread == 0:
+        return 0.0
+    critical = float(student.isf(alpha, n - 1)) * math.sqrt((n - 1) / n)
+
+    def shortfall(ncp: float) -> float:
+        return float(nct.sf(critical, n - 1, ncp)) - power
+
+    ncp = brentq(shortfall, 0.0, critical + 50.0)
+    return ncp * spread / math.sqrt(n)
 
 
 @dataclass(frozen=True)
@@ -92,6 +217,10 @@ class OrderStatistics:
     def mean_difference(self) -> float:
         return float(np.mean(self.differences))
 
+    def detectable(self, alpha: float) -> float:
+        """`detectable_preference` of this run's differences."""
+        return detectable_preference(np.asarray(self.differences), alpha)
+
 
 def order_statistics(published: np.ndarray, shuffled: np.ndarray) -> OrderStatistics:
     """The test from log-likelihoods: ``published`` [shards], ``shuffled`` [shards, P]."""
@@ -100,12 +229,7 @@ def order_statistics(published: np.ndarray, shuffled: np.ndarray) -> OrderStatis
     if shuffled.ndim != 2 or shuffled.shape[0] != published.size or shuffled.shape[1] < 1:
         raise ValueError(f"shuffled must be [shards, permutations >= 1], got {shuffled.shape}")
     differences = published - shuffled.mean(axis=1)
-    if np.ptp(differences) == 0:  # no spread: the t statistic is undefined
-        t_statistic = 0.0 if differences[0] == 0 else float(np.sign(differences[0]) * np.inf)
-        t_p_value = 1.0 if differences[0] <= 0 else 0.0
-    else:
-        test = ttest_1samp(differences, 0.0, alternative="greater")
-        t_statistic, t_p_value = float(test.statistic), float(test.pvalue)
+    t_statistic, t_p_value = authors_t(differences)
     at_least = (shuffled >= published[:, None]).sum(axis=1)
     return OrderStatistics(
         published=published.tolist(),
@@ -124,17 +248,36 @@ SCOPE = (
     " The test detects training on the file in its published order and is silent about "
     "shuffled, reformatted or paraphrased copies"
 )
+# The audits that still answer where the order test cannot (README's table).
+OTHER_AUDITS = (
+    "dataset inference against a private held-out split (`report --heldout`) or the "
+    "calibrated report on known non-members of the same kind of text (README: Which audit "
+    "answers which question)"
+)
+# A result's decision, in the verdict and order_test.json.
+EVIDENCE, NO_EVIDENCE, WITHHELD = "evidence", "no evidence", "withheld"
 
 
 @dataclass(frozen=True)
 class OrderSettings:
-    """What decides the orderings: how each example reads and how examples are cut."""
+    """What decides the orderings: what an example is (the file's raw lines, a column, or
+    a template's rendering, each followed by ``separator``), and how examples are cut."""
 
+    examples: str
     template: str | None
+    column: str | None
     separator: str
     shards: int
-    permutations: int
+    permutations: int | None  # None: `default_permutations`, resolved when examples are read
     seed: int
+
+    def scored(self) -> str:
+        """What each example is, in words: 'raw lines', "column 'text'", "template '...'"."""
+        if self.template is not None:
+            return f"template {self.template!r}, each followed by {self.separator!r}"
+        if self.column is not None:
+            return f"column {self.column!r}, each followed by {self.separator!r}"
+        return "raw lines"
 
 
 @dataclass(frozen=True)
@@ -153,8 +296,9 @@ class Cost:
 
 @dataclass(frozen=True)
 class OrderTestResult:
-    """Everything `order_test.json` holds: the settings, the inputs, the model, the cost, the
-    test, the exchangeability check and the verdict at ``alpha``."""
+    """Everything `order_test.json` holds: the settings, the inputs and their content, the
+    model and its weights, the cost, the test, the exchangeability check and the verdict at
+    ``alpha``."""
 
     settings: OrderSettings
     inputs: list[str]
@@ -164,14 +308,39 @@ class OrderTestResult:
     cost: Cost
     statistics: OrderStatistics
     exchangeability: ExchangeabilityCheck
+    examples_read: int = 0  # examples the files hold (``examples`` is the first of them)
+    input_content: dict[str, str] = field(default_factory=dict)  # path: content fingerprint
+    weights: str | None = None  # what pins the model's weights (`model_identity`)
 
     @property
     def significant(self) -> bool:
         return self.statistics.t_p_value < self.alpha
 
+    @property
+    def decision(self) -> str:
+        """Evidence, no evidence, or -- a preference found on a file whose order is not
+        random -- withheld: a sorted order can only push the test towards a preference, so
+        a null result stands and only a positive one is withheld."""
+        if not self.significant:
+            return NO_EVIDENCE
+        return EVIDENCE if self.exchangeability.exchangeable else WITHHELD
+
+    def _subject(self) -> str:
+        """'bench.jsonl (raw lines, examples 1-164 of 164, sha256:ab12...)'."""
+        files = ", ".join(self.inputs) or "this file"
+        read = self.examples_read or self.examples
+        content = ", ".join(self.input_content.get(p, "")[:23] for p in self.inputs if
+                            self.input_content.get(p))  # fmt: skip
+        rows = f"examples 1-{self.examples} of {read}"
+        return f"{files} ({self.settings.scored()}, {rows}{', ' + content if content else ''})"
+
+    def _model(self) -> str:
+        return f"{self.model} (weights {self.weights})" if self.weights else self.model
+
     def verdict(self) -> list[str]:
-        """The verdict line (the finding, with what the test can and cannot see) and whether
-        the file's order allows the test at all."""
+        """The verdict line (the finding, what was tested, what the test can and cannot
+        see, and for a null result what it could have detected) and the exchangeability
+        check's line."""
         stats = self.statistics
         evidence = (
             f"(sharded order test over {stats.shards} shards of {self.examples} examples, "
@@ -180,28 +349,42 @@ class OrderTestResult:
             f"{stats.t_p_value:.2g}, exact permutation p = {stats.permutation_p_value:.2g})"
         )
         level = f"at the {self.alpha:.0%} level"
-        if self.significant:
-            finding = (f"Evidence {level} that the model was trained on this file in its "
-                       f"published order {evidence}.{SCOPE}.")  # fmt: skip
+        trained = (f"that the model {self._model()} was trained on {self._subject()} in its "
+                   "published order")  # fmt: skip
+        decision = self.decision
+        if decision == EVIDENCE:
+            finding = f"Evidence {level} {trained} {evidence}.{SCOPE}."
+        elif decision == WITHHELD:
+            finding = (f"Withheld: the model prefers the published order of {self._subject()} "
+                       f"{evidence}, but that order is not random (see below), and a model may "
+                       f"prefer a sorted order without having been trained on it; audits "
+                       f"that can still answer: {OTHER_AUDITS}.")  # fmt: skip
         else:
-            finding = (f"No evidence {level} that the model was trained on this file in its "
-                       f"published order {evidence}.{SCOPE}, so this does not show that the "
-                       "file is clean.")  # fmt: skip
-        if not self.exchangeability.exchangeable:
-            finding = "Not trustworthy on this file: " + finding[0].lower() + finding[1:]
-        return [finding, self.exchangeability.sentence()]
+            finding = (f"No evidence {level} {trained} {evidence}.{SCOPE}, so this does not "
+                       f"show that the file is clean; this run could have detected a "
+                       f"preference of {stats.detectable(self.alpha):.3g} nats per shard "
+                       f"({POWER:.0%} power, from the observed spread).")  # fmt: skip
+        return [finding, self.exchangeability.sentence(significant=self.significant)]
 
     def to_json(self) -> dict:
         return {
             "verdict": self.verdict(),
+            "decision": self.decision,
             "significant": self.significant,
-            "trustworthy": self.exchangeability.exchangeable,
+            "trustworthy": self.decision != WITHHELD,
             "alpha": self.alpha,
             "model": self.model,
+            "weights": self.weights,
             "inputs": self.inputs,
+            "input_content": self.input_content,
+            "scored": self.settings.scored(),
             "examples": self.examples,
+            "examples_read": self.examples_read or self.examples,
+            "detectable_preference": self.statistics.detectable(self.alpha),
+            "power": POWER,
             "settings": asdict(self.settings),
             "cost": asdict(self.cost),
             "statistics": asdict(self.statistics),
-            "exchangeability": asdict(self.exchangeability),
+            "exchangeability": asdict(self.exchangeability)
+            | {"exchangeable": self.exchangeability.exchangeable},
         }

@@ -64,7 +64,7 @@ def read_table(
             parquet = pq.ParquetFile(handle)
             present = [c for c in columns if c in parquet.schema_arrow.names]
             return parquet.read_row_groups(list(piece.row_groups), columns=present)
-    raw = _raw_bytes(fs, file)
+    raw = raw_bytes(fs, file)
     as_text = [c for c in (text_column, id_column) if c]
     if file.format == JSONL:
         schema = pa.schema([(id_column, pa.string())]) if id_column else None
@@ -81,7 +81,7 @@ def read_table(
     return table.select([c for c in columns if c in table.column_names])
 
 
-def _raw_bytes(fs: pafs.FileSystem, file: InputFile) -> bytes:
+def raw_bytes(fs: pafs.FileSystem, file: InputFile) -> bytes:
     """A whole file's bytes, checked against its planned content (if it has one),
     decompressed if ``.gz``."""
     with fs.open_input_stream(file.path, compression=None) as stream:

@@ -50,6 +50,35 @@ def bos_token_id(tokenizer: PreTrainedTokenizerBase) -> int:
     raise ValueError("prepend_bos is set but the tokenizer has neither a BOS nor an EOS token")
 
 
+def _encode(
+    tokenizer: PreTrainedTokenizerBase, texts: list[str], spans: bool, part_separator: str | None
+) -> tuple[list[list[int]], list[list[tuple[int, int]]]]:
+    """Token ids (and character spans) of each text, with the tokenizer's special tokens;
+    with ``part_separator``, of each part between separators tokenised on its own, the parts'
+    ids concatenated (spans shifted to the whole text)."""
+    if part_separator is None:
+        parts = [[text] for text in texts]
+    else:
+        parts = [text.split(part_separator) for text in texts]
+    flat = [part for text_parts in parts for part in text_parts]
+    encoded = tokenizer(flat, add_special_tokens=True, return_offsets_mapping=spans)
+    flat_offsets = encoded["offset_mapping"] if spans else [[]] * len(flat)
+    ids, offsets, index = [], [], 0
+    for text_parts in parts:
+        text_ids, text_offsets, start = [], [], 0
+        for part in text_parts:
+            text_ids += encoded["input_ids"][index]
+            text_offsets += [
+                (a + start, b + start) if (a, b) != (0, 0) else (0, 0)
+                for a, b in flat_offsets[index]
+            ]  # (0, 0): a special token, as the tokenizer marks it
+            start += len(part) + len(part_separator or "")
+            index += 1
+        ids.append(text_ids)
+        offsets.append(text_offsets)
+    return ids, offsets
+
+
 def encode_documents(
     tokenizer: PreTrainedTokenizerBase,
     texts: Sequence[object],
@@ -58,12 +87,15 @@ def encode_documents(
     prepend_bos: bool = False,
     windowed: bool = False,
     spans: bool = False,
+    part_separator: str | None = None,
 ) -> list[EncodedDocument]:
     """Tokenise a batch of texts; bad inputs get a status instead of raising.
 
     Documents over ``max_tokens`` are cut to it (status truncated), or with ``windowed``
     keep all their tokens (status windowed) for sliding-window scoring. ``spans`` also
-    returns each token's character span (needs a fast tokenizer).
+    returns each token's character span (needs a fast tokenizer). With ``part_separator``
+    each part of a text between separators is tokenised on its own (the order test's
+    examples: the same tokens in every ordering of them).
     """
     if spans and not getattr(tokenizer, "is_fast", False):
         raise ValueError("token spans need a fast (Rust) tokenizer; this one is not")
@@ -79,16 +111,10 @@ def encode_documents(
             valid_positions.append(position)
 
     if valid_positions:
-        encoded = tokenizer(
-            [texts[i] for i in valid_positions],
-            add_special_tokens=True,
-            return_offsets_mapping=spans,
+        encoded, offsets = _encode(
+            tokenizer, [texts[i] for i in valid_positions], spans, part_separator
         )
-        offsets = encoded["offset_mapping"] if spans else [[]] * len(valid_positions)
-        for position, ids, offset in zip(
-            valid_positions, encoded["input_ids"], offsets, strict=True
-        ):
-            offset = [tuple(span) for span in offset]
+        for position, ids, offset in zip(valid_positions, encoded, offsets, strict=True):
             if bos is not None and (not ids or ids[0] != bos):
                 ids, offset = [bos, *ids], [(0, 0), *offset] if spans else offset
             status = OK
