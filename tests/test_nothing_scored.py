@@ -117,3 +117,28 @@ def test_benchmark_with_no_scored_member_refuses_in_one_line(tiny_llama_dir, tmp
     assert code == 2 and not (tmp_path / "out").exists()
     assert err[-1] == ("minkscan benchmark: group 'set' has no scored member document (empty 2): "
                        "no detection metric exists without both")  # fmt: skip
+
+
+def test_nan_and_infinite_scores_are_counted_by_status_and_plus_inf_is_flagged(
+    tmp_path, calibration, capsys
+):
+    """+inf is the most member-like score there is, not a missing one; NaN is no score."""
+    n = 40
+    scores = [0.0] * (n - 4) + [float("inf"), float("inf"), float("-inf"), float("nan")]
+    pl.DataFrame(
+        {"id": [f"d{i}" for i in range(n)], "status": ["ok"] * n, "n_tokens": [9] * n,
+         "minkpp_k20": scores}
+    ).write_parquet(tmp_path / "s.parquet")  # fmt: skip
+    capsys.readouterr()
+    assert report(tmp_path, calibration) == 0
+    captured = capsys.readouterr()
+    summary = json.loads((tmp_path / "r" / "report.json").read_text())
+    (group,) = summary["groups"]
+    assert group["n_scored"] == n - 1 and group["n_flagged"] == 2  # the two +inf
+    warning = ("'minkpp_k20' is not finite on 4 rows (1 -inf with status 'ok', 2 +inf with "
+               "status 'ok', 1 NaN with status 'ok')")  # fmt: skip
+    assert any(w.startswith(warning) for w in summary["warnings"])
+    assert warning in captured.err
+    selected = pl.read_csv(tmp_path / "r" / "selected.csv", schema_overrides={"id": pl.Utf8})
+    assert {"d36", "d37"} <= set(summary["top_ids"][:2]) and "d39" not in summary["top_ids"]
+    assert selected.is_empty() or set(selected["id"]) <= {"d36", "d37"}

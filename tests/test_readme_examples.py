@@ -185,7 +185,7 @@ def test_every_readme_example_runs_as_written(scratch, head, capsys):
             if any(command.startswith(prefix) for prefix in NOT_RUN):
                 continue
             status, printed = run_shell(command, env, head)
-            allowed = (0, 1) if any(flag in command for flag in MAY_FAIL) else (0,)
+            allowed = (0, 1, 3) if any(flag in command for flag in MAY_FAIL) else (0,)
             assert status in allowed, f"{command}\n{printed}{capsys.readouterr().err[-3000:]}"
             if command.startswith("ray job submit"):
                 assert "scored 16 documents" in printed, printed[-3000:]

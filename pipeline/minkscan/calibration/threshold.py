@@ -45,6 +45,13 @@ def primary_method(methods: list[str], declared: str | None = None) -> str:
     return DEFAULT_PRIMARY if DEFAULT_PRIMARY in methods else methods[0]
 
 
+def has_score(score: pl.Expr) -> pl.Expr:
+    """Whether a row has a score a verdict counts: any value but null and NaN (+inf is the
+    most member-like score there is, and is flagged; -inf the least)."""
+    score = score.cast(pl.Float64)
+    return score.is_not_null() & score.is_not_nan()
+
+
 def is_flagged(score: pl.Expr, threshold: float) -> pl.Expr:
     """The one flagging rule: strictly above the calibrated threshold."""
     return score > threshold

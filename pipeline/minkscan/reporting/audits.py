@@ -20,6 +20,7 @@ import polars as pl
 
 from minkscan.calibration import Calibration
 from minkscan.calibration.conformal import benjamini_hochberg, conformal_p_values
+from minkscan.calibration.threshold import has_score
 from minkscan.evaluation.blind import BLIND_AUROC_WARN, MIN_TEXTS, blind_auroc
 from minkscan.evaluation.dataset_inference import (
     MIN_PER_SIDE,
@@ -95,7 +96,7 @@ def fdr_selection(
     """Select audited documents (``rows`` with `GROUP_KEY`) at FDR level ``q``."""
     nonmembers = np.asarray(calibration.methods[method].nonmember_sample, dtype=np.float64)
     scored = (
-        rows.filter(pl.col(method).is_not_null() & pl.col(method).is_finite())
+        rows.filter(has_score(pl.col(method)))
         .select(pl.col(ID).cast(pl.Utf8), pl.col(GROUP_KEY).alias(GROUP), pl.col(method))
         .collect()
     )

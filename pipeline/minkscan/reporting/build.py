@@ -88,6 +88,7 @@ def build_report(
         "is concluded about it"
         for name in unscored
     ]
+    warnings += _not_finite(rows, primary, names)
     shift = shift_check(rows, [row.group for row in results], calibration, blind_auroc_warn)
     selection = None if fdr is None else fdr_selection(rows, primary, calibration, fdr)
     inference, note = (
@@ -123,6 +124,27 @@ def build_report(
         order_test=order_test,
         unscored=unscored,
     )
+
+
+def _not_finite(rows: pl.LazyFrame, method: str, names: list[str]) -> list[str]:
+    """A warning counting, by status, the rows whose score is NaN (left out of the verdict)
+    or infinite (counted: +inf flagged as the most member-like, -inf not)."""
+    score = pl.col(method).cast(pl.Float64)
+    status = pl.col(STATUS) if STATUS in names else pl.lit("(no status)")
+    counts = (
+        rows.filter(score.is_nan() | score.is_infinite())
+        .group_by(status.alias("status"), score.is_nan().alias("nan"), (score > 0).alias("plus"))
+        .len()
+        .sort("status", "nan", "plus")
+        .collect()
+    )
+    if counts.is_empty():
+        return []
+    parts = [f"{n} {'NaN' if nan else '+inf' if plus else '-inf'} with status '{state}'"
+             for state, nan, plus, n in counts.rows()]  # fmt: skip
+    return [f"'{method}' is not finite on {counts['len'].sum()} rows ({', '.join(parts)}): NaN "
+            "is no score and is left out of the verdict; +inf is the most member-like score "
+            "and is counted as flagged, -inf as not flagged"]  # fmt: skip
 
 
 def _statuses(rows: pl.LazyFrame) -> str:

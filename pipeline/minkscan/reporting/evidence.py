@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from minkscan.calibration.threshold import has_score
 from minkscan.schema import (
     GROUP,
     GROUP_KEY,
@@ -150,7 +151,7 @@ def top_evidence(rows: pl.LazyFrame, method: str, names: list[str], top_n: int) 
     wanted += [TEXT] if has_text else []
     wanted += list(TOKEN_COLUMNS) if has_tokens else []
     top = (
-        rows.filter(pl.col(method).is_not_null() & pl.col(method).is_finite())
+        rows.filter(has_score(pl.col(method)))
         .sort(method, descending=True)
         .head(top_n)
         .select([name for name in wanted if name in names or name == GROUP_KEY])

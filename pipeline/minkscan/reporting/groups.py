@@ -1,6 +1,7 @@
 """Per-group contamination statistics at calibrated thresholds.
 
-A document is flagged when its score is above the method's threshold (`is_flagged`). Per
+A document is flagged when its score is above the method's threshold (`is_flagged`); every
+score but null and NaN counts (`has_score`: +inf is the most member-like score). Per
 group, the flagged fraction f (Clopper-Pearson interval) is compared with the chance rate
 (the calibrated FPR) by a one-sided binomial test. Where the method's TPR is known, the
 contaminated fraction is estimated as (f - FPR) / (TPR - FPR), clipped to [0, 1], with the
@@ -17,7 +18,12 @@ import numpy as np
 import polars as pl
 from scipy.stats import binomtest
 
-from minkscan.calibration.threshold import Calibration, MethodCalibration, is_flagged
+from minkscan.calibration.threshold import (
+    Calibration,
+    MethodCalibration,
+    has_score,
+    is_flagged,
+)
 from minkscan.reporting.numbers import percent
 from minkscan.schema import GROUP_KEY
 from minkscan.statistics import clopper_pearson, holm
@@ -101,9 +107,9 @@ def group_results(
             expr
             for method in methods
             for expr in (
-                pl.col(method).is_finite().sum().alias(f"n:{method}"),
+                has_score(pl.col(method)).sum().alias(f"n:{method}"),
                 (
-                    pl.col(method).is_finite()
+                    has_score(pl.col(method))
                     & is_flagged(pl.col(method), calibration.methods[method].threshold)
                 )
                 .sum()
