@@ -231,3 +231,20 @@ def test_a_stale_run_holding_files_minkscan_did_not_write_is_kept_with_a_warning
     assert "keeping" in caplog.text and "files minkscan did not write" in caplog.text
     manifest = json.loads((output / MANIFEST_NAME).read_text())
     assert manifest["shards"]["a.parquet"]["run"] == "run-0008"
+
+
+def test_an_output_inside_its_input_is_refused_before_any_work(
+    tiny_llama_dir: Path, tmp_path: Path, calibration, capsys
+) -> None:
+    """`score` refuses it too: the scan's score files would be read back as shards."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    shard(TEXTS[:2], 0).write_parquet(inputs / "a.parquet")
+    calibration.write(tmp_path / "cal.json")
+    capsys.readouterr()
+    assert (
+        main(_nightly(tiny_llama_dir, inputs, inputs, tmp_path / "r", tmp_path / "cal.json")) == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert f"output {inputs} is inside the input {inputs}" in err and len(err.splitlines()) == 1
+    assert sorted(p.name for p in inputs.iterdir()) == ["a.parquet"]

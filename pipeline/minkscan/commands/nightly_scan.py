@@ -27,6 +27,7 @@ import pyarrow.fs as pafs
 
 from minkscan.calibration.threshold import Calibration
 from minkscan.config import ScanConfig
+from minkscan.distributed.plan import check_apart
 from minkscan.distributed.runner import run_scoring
 from minkscan.errors import UserError
 from minkscan.io.inputs import discover
@@ -233,6 +234,7 @@ def nightly_scan(
     previous = {path: entry["sha256"] for path, entry in manifest["shards"].items()}
     found = discover(data.input, fs, format=data.format)
     files, input_root = found.files, found.root
+    check_apart(root, list(data.input), files)
     paths = {file.relpath: file.path for file in files}
     current = {relpath: fingerprint(fs, path) for relpath, path in paths.items()}
     changes = plan_changes(current, previous)
