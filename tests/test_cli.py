@@ -66,6 +66,18 @@ def test_a_yaml_error_names_the_file_or_the_set_key_with_line_and_column(tmp_pat
     assert "--set scoring.k_percentages=[10,: invalid YAML at line 1, column 5" in err
 
 
+def test_a_yaml_section_given_twice_is_refused_naming_both_lines(tmp_path, capsys):
+    """YAML itself keeps the last silently: the first section's settings would be lost."""
+    config = tmp_path / "twice.yaml"
+    config.write_text("data:\n  limit: 3\nscoring:\n  max_tokens: 64\ndata:\n  limit: 5\n")
+    assert main(["score", "--config", str(config), "--output", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"{config}: invalid YAML at line 5, column 1: key 'data' is given twice (lines 1 " \
+        "and 5); keep one" in err  # fmt: skip
+    assert not (tmp_path / "o").exists()
+
+
 def test_an_empty_set_value_is_refused_not_ignored(capsys):
     assert main(["score", "--set", "scoring.max_tokens=", "--output", "o"]) == 2
     assert "--set scoring.max_tokens= has no value" in capsys.readouterr().err

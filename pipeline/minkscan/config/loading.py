@@ -52,6 +52,30 @@ def build_config(
         raise ConfigError(_format_validation_error(error)) from None
 
 
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (YAML keeps the last
+    silently: a section written twice would lose the first)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None,
+                    f"key '{key}' is given twice (lines {seen[key]} and {line}); keep one",
+                    key_node.start_mark,
+                )  # fmt: skip
+            seen[key] = line
+        return super().construct_mapping(node, deep)
+
+
+def read_yaml(text: str) -> Any:
+    """YAML text as Python values, a key given twice in one mapping refused."""
+    return yaml.load(text, Loader=_UniqueKeys)  # noqa: S506 -- a SafeLoader subclass
+
+
 def yaml_problem(error: yaml.YAMLError) -> str:
     """A YAML error as 'invalid YAML at line L, column C: problem' (1-based)."""
     mark = getattr(error, "problem_mark", None)
@@ -70,7 +94,7 @@ def load_config(
         if not path.is_file():
             raise ConfigError(f"config file not found: {path}")
         try:
-            loaded = yaml.safe_load(path.read_text()) or {}
+            loaded = read_yaml(path.read_text()) or {}
         except yaml.YAMLError as error:
             raise ConfigError(f"{path}: {yaml_problem(error)}") from None
         if not isinstance(loaded, dict):
