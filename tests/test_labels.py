@@ -79,3 +79,60 @@ def test_benchmark_refuses_a_missing_input_in_one_line_before_anything_heavy(tmp
     assert (
         capsys.readouterr().err == f"minkscan benchmark: input not found: {tmp_path}/nope.parquet\n"
     )
+
+
+def test_integer_ids_in_a_labels_file_match_the_scores_text_ids(tmp_path, capsys):
+    scores = tmp_path / "scores.parquet"
+    rng = np.random.default_rng(1)
+    pl.DataFrame({"id": [str(i) for i in range(40)], "minkpp_k20": rng.normal(size=40)}
+                 ).write_parquet(scores)  # fmt: skip
+    pl.DataFrame({"id": list(range(40)), "label": [0] * 30 + [1] * 10}).write_parquet(
+        tmp_path / "labels.parquet"
+    )
+    assert main(["calibrate", "--input", str(scores), "--labels", str(tmp_path / "labels.parquet"),
+                 "--output", str(tmp_path / "c.json")]) == 0  # fmt: skip
+    methods = json.loads((tmp_path / "c.json").read_text())["methods"]
+    assert methods["minkpp_k20"]["n_nonmembers"] == 30 and methods["minkpp_k20"]["n_members"] == 10
+
+
+def test_a_labels_file_covering_some_ids_is_counted_and_named(tmp_path, capsys):
+    assert calibrate(tmp_path, pl.DataFrame({"id": IDS[:30], "label": [0] * 25 + [1] * 5})) == 0
+    err = capsys.readouterr().err
+    assert "labels 30 of 40 scored documents; the other 10 (e.g. 'd30', 'd31', 'd32') are " \
+        "left out" in err  # fmt: skip
+
+
+def test_a_label_column_and_a_labels_file_that_disagree_are_refused_by_count(tmp_path, capsys):
+    scores = tmp_path / "scores.parquet"
+    rng = np.random.default_rng(2)
+    pl.DataFrame({"id": IDS, "label": [0] * 30 + [1] * 10, "minkpp_k20": rng.normal(size=40)}
+                 ).write_parquet(scores)  # fmt: skip
+    pl.DataFrame({"id": IDS, "label": [1] * 3 + [0] * 27 + [1] * 10}).write_parquet(
+        tmp_path / "labels.parquet"
+    )
+    assert main(["calibrate", "--input", str(scores), "--labels", str(tmp_path / "labels.parquet"),
+                 "--output", str(tmp_path / "c.json")]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert "and the scores' 'label' column disagree on 3 ids (e.g. 'd0', 'd1', 'd2')" in err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "c.json").exists()
+
+
+def test_conflicting_labels_inside_a_score_files_own_column_are_refused(tmp_path, capsys):
+    scores = tmp_path / "scores.parquet"
+    rng = np.random.default_rng(3)
+    ids = IDS + ["d0", "d1", "d2"]  # three ids scored twice, labelled both ways
+    pl.DataFrame({"id": ids, "label": [0] * 30 + [1] * 13, "minkpp_k20": rng.normal(size=43)}
+                 ).write_parquet(scores)  # fmt: skip
+    assert main(["calibrate", "--input", str(scores), "--output", str(tmp_path / "c.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "the scores' 'label' column: 3 ids are labelled both member and non-member" in err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "c.json").exists()
+
+
+def test_an_empty_labels_file_is_refused_in_one_line(tmp_path, capsys):
+    (tmp_path / "labels.parquet").write_bytes(b"")
+    labelled = ["--labels", str(tmp_path / "labels.parquet")]
+    assert main(["calibrate", "--input", str(scores_file(tmp_path)), *labelled,
+                 "--output", str(tmp_path / "c.json")]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert "is not a Parquet score file (0 bytes" in err and len(err.splitlines()) == 1

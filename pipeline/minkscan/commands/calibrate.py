@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     from minkscan.calibration import calibrate
     from minkscan.calibration.threshold import primary_method, sample_size_warning
-    from minkscan.io.labels import checked_labels, unique_labels
+    from minkscan.io.labels import checked_labels, joined_labels, unique_labels
     from minkscan.io.scores import read_scores
     from minkscan.reporting.numbers import rate, significant_digits
 
@@ -67,13 +67,9 @@ def run(args: argparse.Namespace) -> int:
         data = read_scores(args.input)
         scores = pl.from_arrow(data.table)
         if args.labels:
-            labels = pl.from_arrow(read_scores(args.labels).table).select(ID, LABEL)
-            labels = labels.with_columns(checked_labels(labels[LABEL], args.labels))
-            labels = unique_labels(labels, LABEL, args.labels)
-            scores = scores.drop(LABEL, strict=False).join(labels, on=ID, how="inner")
+            labels = pl.from_arrow(read_scores(args.labels).table)
+            scores = joined_labels(scores, labels, f"--labels {args.labels}")
             label = LABEL
-            if scores.is_empty():
-                raise UserError("no score id matches a label id")
         elif args.label_column in scores.columns:
             label = args.label_column
         else:
@@ -82,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
                 f"`minkscan score --keep-columns {args.label_column}`, or give --labels"
             )
         scores = scores.with_columns(checked_labels(scores[label], f"column '{label}'"))
+        if ID in scores.columns:
+            unique_labels(scores.select(ID, label), label, f"the scores' '{label}' column")
         nonmembers = scores.filter(pl.col(label) == 0)
         members = scores.filter(pl.col(label) == 1)
     else:

@@ -6,6 +6,7 @@ one line, with examples and how many, before any work starts."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -57,6 +58,40 @@ def unique_labels(frame: pl.DataFrame, label: str, where: str) -> pl.DataFrame:
         raise LabelError(f"{where}: {conflicting.len()} ids are labelled both member and "
                          f"non-member (e.g. {shown})")  # fmt: skip
     return frame
+
+
+def joined_labels(scores: pl.DataFrame, labels: pl.DataFrame, where: str) -> pl.DataFrame:
+    """``scores`` with the ``label`` of a labels file joined on id (ids compared as text, so
+    integer ids match), refused in one line where the labels contradict each other or the
+    scores' own label column; scored ids the file does not label are left out, counted and
+    named in a warning."""
+    if ID not in labels.columns or LABEL not in labels.columns:
+        raise LabelError(f"{where}: a labels file needs columns '{ID}' and '{LABEL}', it has "
+                         f"{labels.columns[:8]}")  # fmt: skip
+    labels = labels.select(pl.col(ID).cast(pl.Utf8), checked_labels(labels[LABEL], where))
+    labels = unique_labels(labels, LABEL, where)
+    scores = scores.with_columns(pl.col(ID).cast(pl.Utf8))
+    if LABEL in scores.columns:
+        own = scores.select(ID, checked_labels(scores[LABEL], f"the scores' '{LABEL}' column"))
+        both = own.join(labels, on=ID, suffix="_file")
+        disagree = both.filter(pl.col(LABEL) != pl.col(f"{LABEL}_file"))[ID].unique().sort()
+        if disagree.len():
+            shown = ", ".join(repr(v) for v in disagree.head(EXAMPLES).to_list())
+            raise LabelError(f"{where} and the scores' '{LABEL}' column disagree on "
+                             f"{disagree.len()} ids (e.g. {shown}): drop one of them")  # fmt: skip
+    joined = scores.drop(LABEL, strict=False).join(labels, on=ID, how="inner")
+    if joined.is_empty():
+        raise LabelError(f"{where}: no scored id has a label (e.g. scored "
+                         f"{scores[ID].head(2).to_list()}, labelled "
+                         f"{labels[ID].head(2).to_list()})")  # fmt: skip
+    unlabelled = scores.filter(~pl.col(ID).is_in(labels[ID].implode()))[ID]
+    if unlabelled.len():
+        shown = ", ".join(repr(v) for v in unlabelled.head(EXAMPLES).to_list())
+        logging.getLogger(__name__).warning(
+            "%s labels %d of %d scored documents; the other %d (e.g. %s) are left out",
+            where, scores.height - unlabelled.len(), scores.height, unlabelled.len(), shown,
+        )  # fmt: skip
+    return joined
 
 
 def read_labelled(paths: Sequence[str]) -> pl.DataFrame:

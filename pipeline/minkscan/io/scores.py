@@ -435,7 +435,12 @@ def read_scores(path: str, s3: S3Config | None = None) -> ScoreData:
         raise OutputError(f"no scores at {path}")
     if info.type == pafs.FileType.File:
         with fs.open_input_file(where) as handle:
-            return ScoreData(pq.read_table(handle), None, [])
+            try:
+                return ScoreData(pq.read_table(handle), None, [])
+            except (pa.ArrowException, OSError) as error:
+                problem = " ".join(str(error).split())
+                raise OutputError(f"{path} is not a Parquet score file ({info.size} bytes: "
+                                  f"{problem})") from None  # fmt: skip
     output = ScoreOutput(fs, where)
     table = output.read()
     manifest = output.read_json(MANIFEST) if _exists(fs, f"{where}/{MANIFEST}") else {}
