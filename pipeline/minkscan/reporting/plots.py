@@ -55,7 +55,9 @@ def flagged_fractions(report: Report) -> str:
         [[row.flagged_fraction - row.flagged_low, row.flagged_high - row.flagged_fraction]
          for row in rows]
     ).T * 100  # fmt: skip
-    colors = ["#c0392b" if row.significant(report.alpha) else "#2c7fb8" for row in rows]
+    # The report's colours: red contaminated, amber inconclusive, blue no evidence.
+    palette = {"contaminated": "#c0392b", "inconclusive": "#e67e22", "no evidence": "#2c7fb8"}
+    colors = [palette[report.decision(row)] for row in rows]
     axes.barh(positions, fractions, xerr=errors, color=colors, capsize=3)
     chance = rows[0].expected_fraction * 100 if rows else 0
     axes.axvline(chance, color="k", linestyle="--", label=f"chance {chance:.1f}%")
