@@ -5,10 +5,13 @@ from the authors' code -- clipping bounds pooled over both sets -- is what keeps
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from minkscan.evaluation import dataset_inference as di
+from minkscan.evaluation.blind import BlindResult
+from minkscan.statistics import Interval
 
 FEATURES = [f"f{i}" for i in range(30)]
 RUNS = 400
@@ -65,3 +68,29 @@ def test_a_suspect_set_that_scores_as_more_member_like_is_found():
 def test_too_few_documents_on_a_side_are_refused():
     with pytest.raises(ValueError, match="at least 20 held-out"):
         di.dataset_inference(np.zeros((50, 2)), np.zeros((10, 2)), ["a", "b"])
+
+
+def _with_blind(auroc: float, low: float, high: float) -> di.DatasetInference:
+    """A result whose suspect set scores higher, with a given blind baseline beside it."""
+    rng = np.random.default_rng(9)
+    result = di.dataset_inference(rng.normal(size=(50, 3)) + 1, rng.normal(size=(50, 3)),
+                                  ["a", "b", "c"])  # fmt: skip
+    return replace(result, blind=BlindResult(Interval(auroc, low, high), 50, 50), blind_warn=0.6)
+
+
+def test_a_heldout_set_the_text_alone_tells_apart_makes_the_result_not_valid():
+    result = _with_blind(0.97, 0.95, 0.99)
+    assert result.median_p < 0.01 and not result.valid and not result.significant(0.05)
+    assert result.decision(0.05) == "not valid"
+    assert result.sentence(0.05).startswith("Dataset inference for group 'all' is not valid")
+
+
+def test_a_blind_auroc_far_below_chance_is_called_out_as_the_same_texts_on_both_sides():
+    result = _with_blind(0.05, 0.02, 0.09)
+    assert result.valid and result.decision(0.05) == "evidence"
+    assert "far below chance, a sign of the same texts on both sides" in result.sentence(0.05)
+
+
+def test_a_heldout_set_of_the_same_kind_says_the_check_passed():
+    result = _with_blind(0.52, 0.45, 0.58)
+    assert "the text alone does not tell them apart: blind AUROC 0.520" in result.sentence(0.05)

@@ -238,3 +238,44 @@ def test_a_file_that_is_not_utf8_is_refused_naming_its_line(tmp_path):
     config = ScanConfig(data={"input": [str(path)]})
     with pytest.raises(InputError, match=f"{path}: line 2 is not UTF-8 \\(byte 0xe9\\)"):
         read_examples(config, LINES, None, "\n")
+
+
+def _result(shift: float, exchangeable: bool):
+    from minkscan.evaluation.exchangeability import ExchangeabilityCheck, OrderedFeature
+    from minkscan.evaluation.order_test import Cost, OrderTestResult
+
+    rng = np.random.default_rng(4)
+    stats = order_statistics(rng.normal(shift, 1, 10), rng.normal(0, 1, (10, 5)))
+    features = [OrderedFeature("length", 0.9 if not exchangeable else 0.0,
+                               0.001 if not exchangeable else 0.8)]  # fmt: skip
+    check = ExchangeabilityCheck(0.1, 0.1, 0.5, 40, 999, features)
+    content = {"bench.jsonl": "sha256:" + "ab" * 32}
+    return OrderTestResult(settings(10, 5), ["bench.jsonl"], 40, "tiny", 0.05,
+                           Cost(60, 60, 999), stats, check, 40, content, "w1")  # fmt: skip
+
+
+def test_on_a_sorted_file_a_preference_is_withheld_naming_the_audits_that_can_answer():
+    result = _result(shift=5.0, exchangeable=False)
+    assert result.significant and result.decision == "withheld"
+    finding, check = result.verdict()
+    assert finding.startswith("Withheld: the model prefers the published order of bench.jsonl")
+    assert "dataset inference against a private held-out split" in finding
+    assert "it follows length" in check and "the preference found is withheld" in check
+    assert result.to_json()["trustworthy"] is False
+
+
+def test_on_a_sorted_file_a_null_result_stands_and_states_what_it_could_detect():
+    result = _result(shift=0.0, exchangeable=False)
+    assert not result.significant and result.decision == "no evidence"
+    finding, check = result.verdict()
+    assert finding.startswith("No evidence at the 5% level that the model tiny (weights w1) was "
+                              "trained on bench.jsonl (raw lines, examples 1-40 of 40, "
+                              "sha256:abababababababab")  # fmt: skip
+    detectable = result.statistics.detectable(0.05)
+    assert f"could have detected a preference of {detectable:.3g} nats per shard" in finding
+    assert "the null result stands" in check and result.to_json()["trustworthy"] is True
+
+
+def test_on_a_random_file_a_preference_is_evidence():
+    result = _result(shift=5.0, exchangeable=True)
+    assert result.decision == "evidence" and result.verdict()[0].startswith("Evidence at the 5%")
