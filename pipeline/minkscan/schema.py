@@ -73,8 +73,16 @@ ORDER_PLAN = "order_plan.json"
 ORDER_SCORES = "scores"
 ORDER_RESULT = "order_test.json"
 SHARD, ORDER = "shard", "order"
-# What `minkscan report` writes beside report.{html,md,json}: the FDR-selected documents.
+# What `minkscan report` writes beside report.{html,md,json}: the FDR-selected documents;
+# what a report directory holds, and a nightly report directory (the diff beside it).
 SELECTED = "selected.csv"
+REPORT_FILES = frozenset({"report.html", "report.md", "report.json", SELECTED})
+DIFF = "diff.json"
+# What `minkscan benchmark` writes in its --output, and in its --work-dir.
+BENCHMARK_FILES = frozenset(
+    {"scores.parquet", "tables.md", "tables.json", "main.csv", "k_sweep.csv", "decomposition.csv"}
+)
+WORK_DIR_ENTRIES = frozenset({"input", "scores"})
 OUTPUT_NAMES = frozenset({MARKER, MANIFEST, LEASE, TMP_DIR, BAD_DIR, NIGHTLY_MANIFEST, RUNS_DIR})
 _PART = re.compile(
     r"part-(?P<key>[0-9a-f]{16})-(?P<start>\d+)-(?P<end>\d+)-(?P<first>\d+)-(?P<rows>\d+)\.parquet"

@@ -8,7 +8,8 @@ from pathlib import Path
 from minkscan.commands.common import add_config_arguments, config_from_args, for_key
 from minkscan.commands.prefixes import add_prefix_arguments, prefix_flags
 from minkscan.config import ConfigError
-from minkscan.schema import GROUP
+from minkscan.io.ownership import check_owned
+from minkscan.schema import BENCHMARK_FILES, GROUP, WORK_DIR_ENTRIES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -98,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
         reference = config.model.model_copy(update={"name": args.ref_model})
         baselines = config.baselines.model_copy(update={"reference_model": reference})
         config = config.model_copy(update={"baselines": baselines})
+    check_owned(str(args.output), BENCHMARK_FILES, "--output")
+    if args.work_dir is not None:
+        check_owned(args.work_dir, WORK_DIR_ENTRIES, "--work-dir")
     data = read_labelled(args.input)  # refused before anything heavy is imported
     from minkscan.evaluation.benchmark import run_benchmark, run_online_benchmark
 

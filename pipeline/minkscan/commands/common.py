@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from minkscan.config import ConfigError, ScanConfig, load_config, yaml_problem
-from minkscan.schema import FORMATS
+from minkscan.schema import FORMATS, GROUP
 
 # The one set of defaults (`ScanConfig`'s); a flag left out keeps the config file's value.
 DEFAULTS = ScanConfig()
@@ -168,7 +168,7 @@ def fail_above_help(group: str) -> str:
     return FAIL_ABOVE_HELP.format(fails=GATE_FAILS, unsure=GATE_INCONCLUSIVE, group=group)
 
 
-def gate(report: Any, bound: float, command: str, group: str = "group") -> int:
+def gate(report: Any, bound: float, command: str, group: str = GROUP) -> int:
     """``--fail-above bound`` on a `Report`: 0 passes, `GATE_FAILS` where a group is
     contaminated beyond the bound or has nothing scored, else `GATE_INCONCLUSIVE` where a
     group is inconclusive; each failing or undecided group named on stderr."""

@@ -13,6 +13,7 @@ from minkscan.commands.common import (
     gate,
     print_verdict,
 )
+from minkscan.schema import SHARD
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--report", required=True, help="report directory, local or s3:// (rewritten each scan)"
     )
-    parser.add_argument("--fail-above", type=float, help=fail_above_help("shard"))
+    parser.add_argument("--fail-above", type=float, help=fail_above_help(SHARD))
     parser.set_defaults(func=run)
 
 
@@ -47,4 +48,4 @@ def run(args: argparse.Namespace) -> int:
         f"report in {args.report}"
     )
     print_verdict(report)
-    return 0 if args.fail_above is None else gate(report, args.fail_above, "nightly", "shard")
+    return 0 if args.fail_above is None else gate(report, args.fail_above, "nightly", SHARD)

@@ -31,16 +31,19 @@ from minkscan.distributed.plan import check_apart
 from minkscan.distributed.runner import run_scoring
 from minkscan.errors import UserError
 from minkscan.io.inputs import discover
+from minkscan.io.ownership import check_owned
 from minkscan.io.paths import filesystem_for, fs_path, join, write_text
 from minkscan.io.scores import OutputError, ScoreOutput
 from minkscan.reporting.build import build_report
 from minkscan.reporting.render import json_summary, write_report
 from minkscan.reporting.summary import Report
 from minkscan.schema import (
+    DIFF,
     GROUP,
     MARKER,
     NIGHTLY_MANIFEST,
     OUTPUT_NAMES,
+    REPORT_FILES,
     RUNS_DIR,
     SHARD,
     SOURCE,
@@ -226,6 +229,7 @@ def nightly_scan(
     data = config.data
     if not data.output:
         raise ValueError("no output given (data.output)")
+    check_owned(str(report_dir), REPORT_FILES | {DIFF}, "--report")
     fs = filesystem_for([*data.input, data.output], data.s3)
     root = fs_path(data.output)
     prefix = data.output.rstrip("/")
@@ -290,7 +294,7 @@ def nightly_scan(
         "unchanged": changes.unchanged,
         "results": diff_results(manifest["results"], summary["results"], changes.moved),
     }
-    diff_path = write_text(join(str(report_dir), "diff.json"), json.dumps(diff, indent=2))
+    diff_path = write_text(join(str(report_dir), DIFF), json.dumps(diff, indent=2))
     new_manifest = {
         "scanned_at": diff["scanned_at"],
         "scans": manifest.get("scans", 0) + 1,

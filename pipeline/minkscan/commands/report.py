@@ -9,6 +9,7 @@ import logging
 from minkscan.commands.common import fail_above_help, gate, print_verdict
 from minkscan.errors import UserError
 from minkscan.evaluation.blind import BLIND_AUROC_WARN
+from minkscan.schema import GROUP
 
 # Also `minkscan.reporting.audits.DEFAULT_FDR` and
 # `minkscan.evaluation.dataset_inference.DEFAULT_SPLITS`; spelled here so --help imports
@@ -38,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--top", type=int, default=20, help="most member-like documents shown (default: 20)"
     )
-    parser.add_argument("--fail-above", type=float, help=fail_above_help("group"))
+    parser.add_argument("--fail-above", type=float, help=fail_above_help(GROUP))
     parser.add_argument(
         "--blind-auroc-warn",
         type=float,
@@ -76,8 +77,10 @@ def run(args: argparse.Namespace) -> int:
     import polars as pl
 
     from minkscan.calibration import load_calibration
+    from minkscan.io.ownership import check_owned
     from minkscan.io.scores import read_scores
     from minkscan.reporting import build_report, write_report
+    from minkscan.schema import REPORT_FILES
 
     if not 0 < args.alpha < 1:
         raise UserError(f"--alpha must be in (0, 1), got {args.alpha}")
@@ -85,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--fdr must be in (0, 1), got {args.fdr}")
     if args.heldout_splits < 1:
         raise UserError(f"--heldout-splits must be at least 1, got {args.heldout_splits}")
+    check_owned(args.output, REPORT_FILES, "--output")
     order_test = _order_test(args.order_test) if args.order_test else None
     data = read_scores(args.input)
     heldout = _heldout(args.heldout, data) if args.heldout else None

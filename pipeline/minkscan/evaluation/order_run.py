@@ -46,6 +46,7 @@ from minkscan.evaluation.order_test import (
     shuffled_orders,
 )
 from minkscan.io.inputs import InputError
+from minkscan.io.ownership import check_owned
 from minkscan.io.paths import filesystem_for, fs_path, join, write_text
 from minkscan.io.record import differences
 from minkscan.methods import LOSS
@@ -122,11 +123,7 @@ def estimated_cost(table: pa.Table, config: ScanConfig) -> Cost:
 
 def check_output(fs: pafs.FileSystem, output: str, own: frozenset[str] = ORDER_NAMES) -> None:
     """Refuse an output directory holding anything but what the order test writes."""
-    entries = fs.get_file_info(pafs.FileSelector(fs_path(output), allow_not_found=True))
-    foreign = sorted(entry.base_name for entry in entries if entry.base_name not in own)
-    if foreign:
-        raise UserError(f"{output} holds files the order test did not write ("
-                        f"{', '.join(foreign[:3])}): give a new --output")  # fmt: skip
+    check_owned(output, own, "--output", fs)
 
 
 def _write_orderings(

@@ -133,9 +133,9 @@ def _not_finite(rows: pl.LazyFrame, method: str, names: list[str]) -> list[str]:
     status = pl.col(STATUS) if STATUS in names else pl.lit("(no status)")
     counts = (
         rows.filter(score.is_nan() | score.is_infinite())
-        .group_by(status.alias("status"), score.is_nan().alias("nan"), (score > 0).alias("plus"))
+        .group_by(status.alias(STATUS), score.is_nan().alias("nan"), (score > 0).alias("plus"))
         .len()
-        .sort("status", "nan", "plus")
+        .sort(STATUS, "nan", "plus")
         .collect()
     )
     if counts.is_empty():

@@ -1,0 +1,44 @@
+"""One rule for every command's output directory: it holds only what that command writes.
+
+`score` keeps its outputs by this rule (`minkscan.io.scores.ScoreOutput`); `report`,
+`benchmark`, `order-test` and `nightly`'s report take theirs by `check_owned` before any
+work: a directory holding anything else -- a user's files, another command's output -- is
+refused in one line naming what it holds, so no command overwrites a file it did not write.
+"""
+
+from __future__ import annotations
+
+import pyarrow.fs as pafs
+
+from minkscan.errors import UserError
+from minkscan.io.paths import filesystem_for, fs_path
+from minkscan.schema import MARKER
+
+
+class NotOwned(UserError, ValueError):
+    """An output directory holds files its command did not write."""
+
+
+def check_owned(
+    directory: str, names: frozenset[str], flag: str, fs: pafs.FileSystem | None = None
+) -> None:
+    """Refuse ``directory`` (local or ``s3://``; ``flag`` names it) when it holds an entry
+    other than ``names``, the entries its command writes; a directory not there yet passes."""
+    from minkscan.config import S3Config
+
+    fs = fs or filesystem_for([directory], S3Config())
+    where = fs_path(directory)
+    info = fs.get_file_info(where)
+    if info.type == pafs.FileType.NotFound:
+        return
+    if info.type != pafs.FileType.Directory:
+        raise NotOwned(f"{flag} {directory} is a file, not a directory")
+    entries = {entry.base_name for entry in fs.get_file_info(pafs.FileSelector(where))}
+    if MARKER in entries and MARKER not in names:
+        raise NotOwned(f"{flag} {directory} is a `minkscan score` output: give a directory of "
+                       "its own")  # fmt: skip
+    foreign = sorted(entries - names)
+    if foreign:
+        raise NotOwned(f"{flag} {directory} holds files this command did not write ("
+                       f"{', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}): give a "
+                       "new or empty directory")  # fmt: skip
