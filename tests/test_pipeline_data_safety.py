@@ -15,8 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import score, scores
 from minkscan.distributed.ids import DRIVER_BYTES, DRIVER_FILES, on_driver
+from minkscan.io import content
 from minkscan.io.inputs import InputFile, Piece, ShardError
 from minkscan.io.scores import ScoreOutput
+from minkscan.scorer import score_texts
 
 pytestmark = pytest.mark.usefixtures("local_ray")
 
@@ -214,6 +216,29 @@ def test_a_rerun_over_a_complete_output_reads_no_input_row(tiny_llama_dir, tmp_p
 
     out = capsys.readouterr().out
     assert "nothing to do: all 2 documents already scored" in out
+
+
+def test_a_same_length_edit_of_a_parquet_file_without_statistics_is_scored_again(
+    tiny_llama_dir, tmp_path, capsys
+):
+    """Its footer cannot tell the edit apart (no min/max to change), so the key also covers
+    the data pages: the edited row is scored again, its old score gone."""
+    path = tmp_path / "in.parquet"
+    table = pa.table({"id": ["a", "b"], "text": ["One text here.", "Two texts."]})
+    pq.write_table(table, path, compression="none", write_statistics=False)
+    assert score(tiny_llama_dir, path, tmp_path / "out") == 0
+    footer = content.parquet_footer(pa.OSFile(str(path)))
+    stat = path.stat()
+    path.write_bytes(path.read_bytes().replace(b"One text here.", b"One test here."))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert content.parquet_footer(pa.OSFile(str(path))) == footer  # the footer cannot tell
+    capsys.readouterr()
+    assert score(tiny_llama_dir, path, tmp_path / "out") == 0
+    assert "scored 2 documents" in capsys.readouterr().out
+    rows = scores(tmp_path / "out")
+    assert rows["id"].to_list() == ["a", "b"]
+    expected = score_texts(["One test here."], model=str(tiny_llama_dir), device="cpu")
+    assert rows["loss"][0] == pytest.approx(expected["loss"][0], rel=1e-5)
 
 
 def test_a_shard_error_is_one_line_whatever_the_reader_said():

@@ -74,7 +74,7 @@ def plan_pieces(
             metadata: Any = None
             if file.format == PARQUET:
                 with fs.open_input_file(file.path) as handle:
-                    file = replace(file, content=content.parquet_footer(handle))
+                    file = replace(file, content=content.parquet(fs, file.path, handle))
                     metadata = pq.ParquetFile(handle).metadata
                 names = metadata.schema.to_arrow_schema().names
             else:

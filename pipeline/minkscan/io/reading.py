@@ -60,7 +60,8 @@ def read_table(
     if file.format == PARQUET:
         with fs.open_input_file(file.path) as handle:
             if file.content:
-                content.verify(file.path, file.content, content.parquet_footer(handle))
+                found = content.parquet_footer(handle)
+                content.verify(file.path, content.footer_part(file.content), found)
             parquet = pq.ParquetFile(handle)
             present = [c for c in columns if c in parquet.schema_arrow.names]
             return parquet.read_row_groups(list(piece.row_groups), columns=present)
