@@ -24,11 +24,12 @@ from minkscan.distributed.pipeline import (
 )
 from minkscan.distributed.session import joins_cluster
 from minkscan.distributed.spec import StageSpec
+from minkscan.io.changes import InputChanges, input_changes
 from minkscan.io.inputs import InputError, InputFile, Piece, spec_roots
 from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.planning import plan_inputs
 from minkscan.io.record import RunRecord
-from minkscan.io.scores import InputChanges, OutputError, ScoreOutput, input_changes
+from minkscan.io.scores import OutputError, ScoreOutput
 from minkscan.models.identity import model_identity, planned_dtype
 from minkscan.models.names import check_custom_code, check_model_name
 from minkscan.schema import CHARS_PER_TOKEN

@@ -26,8 +26,8 @@ from minkscan.distributed.console import ray_actor_line_dropped
 from minkscan.distributed.context import data_context
 from minkscan.distributed.ids import IdReport
 from minkscan.distributed.session import verbose
+from minkscan.io.changes import InputChanges
 from minkscan.io.inputs import not_read_note
-from minkscan.io.scores import InputChanges
 from minkscan.schema import PieceKey
 
 logger = logging.getLogger(__name__)
