@@ -133,10 +133,17 @@ def sorted_by_topic(texts: list[str], seed: int) -> list[str]:
 
 
 def order_part(args, texts: list[str], by_label: dict[int, list[str]]) -> list[str]:
+    """The exposed file and its control (``exposure`` in --parts), then the base model's
+    nulls and sorted files (``null``)."""
     rng = random.Random(args.seed)
     published = lines(rng.sample(texts, args.examples))  # a seeded "published" file
     chosen = set(published)
     rest = [t for t in lines(texts) if t not in chosen]
+    rows = exposure_rows(args, published) if "exposure" in args.parts else []
+    return rows + (null_rows(args, published, rest, by_label) if "null" in args.parts else [])
+
+
+def exposure_rows(args, published: list[str]) -> list[str]:
     stream = args.out / "order-stream"
     if not (stream / "config.json").exists():
         fine_tune_stream(args.model, "".join(published), stream, args.order_lr,
@@ -155,6 +162,12 @@ def order_part(args, texts: list[str], by_label: dict[int, list[str]]) -> list[s
         stats = order_test(scorer(model), published, args.shards, args.permutations, args.seed)
         rows.append(order_row(label, stats, published_check))
         print(rows[-1], flush=True)
+    return rows
+
+
+def null_rows(args, published: list[str], rest: list[str],
+              by_label: dict[int, list[str]]) -> list[str]:  # fmt: skip
+    rows = []
     base = scorer(args.model)
     null_rows, detectable, below = [], [], 0
     for run in range(args.null_runs):
@@ -239,29 +252,30 @@ def main() -> None:
     parser.add_argument("--null-examples", type=int, default=60)
     parser.add_argument("--null-shards", type=int, default=10)
     parser.add_argument("--null-permutations", type=int, default=10)
-    parser.add_argument("--parts", nargs="+", default=["order", "inference"])
+    parser.add_argument("--parts", nargs="+", default=["exposure", "null", "inference"],
+                        choices=["exposure", "null", "inference"])  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     frame = pl.read_parquet(WIKIMIA / "length32.parquet")
     texts = list(dict.fromkeys(frame["text"].to_list()))
     by_label = {label: frame.filter(pl.col("label") == label)["text"].to_list() for label in (0, 1)}
-    lines = []
-    if "order" in args.parts:
-        lines += [
+    table = []
+    if {"exposure", "null"} & set(args.parts):
+        table += [
             "| file and model | shards x shuffles | published - shuffled (nats) | t-test p "
             "| permutation p | detectable (nats, 80% power) | exchangeability p |",
             "|---|---|---|---|---|---|---|",
         ]
-        lines += order_part(args, texts, by_label)
+        table += order_part(args, texts, by_label)
     if "inference" in args.parts:
-        lines += [
+        table += [
             "",
             "| dataset inference | median p [middle half] | false positives |",
             "|---|---|---|",
         ]
-        lines += inference_part(args)
-    (args.out / "audit.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+        table += inference_part(args)
+    (args.out / f"audit-{'-'.join(args.parts)}.md").write_text("\n".join(table) + "\n")
+    print("\n".join(table))
 
 
 if __name__ == "__main__":
