@@ -142,3 +142,33 @@ def test_nan_and_infinite_scores_are_counted_by_status_and_plus_inf_is_flagged(
     selected = pl.read_csv(tmp_path / "r" / "selected.csv", schema_overrides={"id": pl.Utf8})
     assert {"d36", "d37"} <= set(summary["top_ids"][:2]) and "d39" not in summary["top_ids"]
     assert selected.is_empty() or set(selected["id"]) <= {"d36", "d37"}
+
+
+def test_every_audited_document_has_its_decision_in_one_file(tmp_path, calibration, capsys):
+    """decisions.parquet (and decisions.csv with --csv): one row per audited row, in order,
+    unscored rows with their status and null decisions, the rest as the report decided."""
+    n = 30
+    rng = np.random.default_rng(5)
+    values = rng.normal(1.0, 1, n).tolist() + [None, float("nan")]
+    pl.DataFrame(
+        {"id": [f"d{i}" for i in range(n + 2)], "status": ["ok"] * n + ["empty", "ok"],
+         "n_tokens": [9] * (n + 2), "minkpp_k20": values}
+    ).write_parquet(tmp_path / "s.parquet")  # fmt: skip
+    assert report(tmp_path, calibration, "--csv", "--fdr", "0.5") == 0
+    decisions = pl.read_parquet(tmp_path / "r" / "decisions.parquet")
+    assert decisions.columns == ["id", "group", "status", "minkpp_k20", "flagged", "p_value",
+                                 "q_value", "selected", "group_decision"]  # fmt: skip
+    assert decisions["id"].to_list() == [f"d{i}" for i in range(n + 2)]
+    threshold = json.loads(calibration.read_text())["methods"]["minkpp_k20"]["threshold"]
+    scored = decisions.head(n)
+    assert scored["flagged"].to_list() == [v > threshold for v in values[:n]]
+    unscored = decisions.tail(2)
+    assert unscored["status"].to_list() == ["empty", "ok"]
+    assert unscored.select("flagged", "p_value", "selected").null_count().row(0) == (2, 2, 2)
+    summary = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert set(decisions["group_decision"]) == {summary["groups"][0]["decision"]}
+    selected = pl.read_csv(tmp_path / "r" / "selected.csv", schema_overrides={"id": pl.Utf8})
+    assert sorted(decisions.filter(pl.col("selected"))["id"]) == sorted(selected["id"])
+    assert len(selected) > 0
+    as_csv = pl.read_csv(tmp_path / "r" / "decisions.csv", schema_overrides={"id": pl.Utf8})
+    assert as_csv["id"].to_list() == decisions["id"].to_list()

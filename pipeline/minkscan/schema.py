@@ -76,7 +76,10 @@ SHARD, ORDER = "shard", "order"
 # What `minkscan report` writes beside report.{html,md,json}: the FDR-selected documents;
 # what a report directory holds, and a nightly report directory (the diff beside it).
 SELECTED = "selected.csv"
-REPORT_FILES = frozenset({"report.html", "report.md", "report.json", SELECTED})
+DECISIONS, DECISIONS_CSV = "decisions.parquet", "decisions.csv"  # every document's decision
+REPORT_FILES = frozenset(
+    {"report.html", "report.md", "report.json", SELECTED, DECISIONS, DECISIONS_CSV}
+)
 DIFF = "diff.json"
 # What `minkscan benchmark` writes in its --output, and in its --work-dir.
 BENCHMARK_FILES = frozenset(

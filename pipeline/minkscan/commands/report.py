@@ -67,6 +67,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"seeded splits of dataset inference (default: {DEFAULT_SPLITS})",
     )
     parser.add_argument(
+        "--csv",
+        action="store_true",
+        help="also write every audited document's decision as decisions.csv (default: "
+        "decisions.parquet only)",
+    )
+    parser.add_argument(
         "--order-test",
         help="order_test.json of `minkscan order-test`, shown in the report (default: none)",
     )
@@ -112,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UserError(str(error)) from None
     print_verdict(report)
-    for path in write_report(report, args.output):
+    for path in write_report(report, args.output, csv=args.csv):
         print(f"wrote {path}")
     return 0 if args.fail_above is None else gate(report, args.fail_above, "report")
 

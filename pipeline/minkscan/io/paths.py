@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pyarrow.fs as pafs
 
@@ -65,6 +66,20 @@ def write_text(destination: str, text: str, options: S3Config | None = None) -> 
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     with fs.open_output_stream(path) as stream:
         stream.write(text.encode("utf-8"))
+    return destination
+
+
+def write_parquet(destination: str, frame: Any, options: S3Config | None = None) -> str:
+    """Write a polars frame as Parquet to a local path or ``s3://`` URI (parent directories
+    made locally); returns the destination as given."""
+    import pyarrow.parquet as pq
+
+    fs = filesystem_for([destination], options or S3Config())
+    path = fs_path(destination)
+    if isinstance(fs, pafs.LocalFileSystem):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with fs.open_output_stream(path) as stream:
+        pq.write_table(frame.to_arrow(), stream)
     return destination
 
 

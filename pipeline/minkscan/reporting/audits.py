@@ -33,6 +33,8 @@ from minkscan.reporting.shift import TURNED_OFF
 from minkscan.schema import GROUP, GROUP_KEY, ID, ROW, SOURCE, TEXT
 
 DEFAULT_FDR = 0.05
+ROW_INDEX = "_row_index"  # a row's position among the audited rows, to join decisions back
+SELECTED_COLUMN = "selected"
 EXCHANGEABLE = (
     "valid if the calibration non-members are exchangeable with the group's non-members "
     "(the same kind of text; the blind baseline tests that)"
@@ -42,16 +44,23 @@ EXCHANGEABLE = (
 @dataclass(frozen=True)
 class FdrSelection:
     """Documents selected by Benjamini-Hochberg at ``q`` over conformal p-values against
-    ``n_calibration`` non-member scores: per group (selected, scored), the selected rows
-    (id, group, score, p-value, q-value), and the largest selected p-value."""
+    ``n_calibration`` non-member scores: per group (selected, scored), every scored row
+    (`ROW_INDEX` in the audited rows, id, group, score, p-value, q-value, selected), and the
+    largest selected p-value."""
 
     q: float
     method: str
     n_calibration: int
     groups: dict[str, tuple[int, int]]
-    selected: pl.DataFrame
+    documents: pl.DataFrame = field(repr=False)
     cutoff: float
     nonmembers: np.ndarray = field(repr=False)
+
+    @property
+    def selected(self) -> pl.DataFrame:
+        """The selected rows (id, group, score, p-value, q-value), smallest p first."""
+        chosen = self.documents.filter(pl.col(SELECTED_COLUMN))
+        return chosen.drop(ROW_INDEX, SELECTED_COLUMN).sort("p_value")
 
     def p_values(self, scores: list[float]) -> list[float]:
         """Conformal p-values of ``scores`` against the same non-members."""
@@ -96,20 +105,22 @@ def fdr_selection(
     """Select audited documents (``rows`` with `GROUP_KEY`) at FDR level ``q``."""
     nonmembers = np.asarray(calibration.methods[method].nonmember_sample, dtype=np.float64)
     scored = (
-        rows.filter(has_score(pl.col(method)))
-        .select(pl.col(ID).cast(pl.Utf8), pl.col(GROUP_KEY).alias(GROUP), pl.col(method))
+        rows.with_row_index(ROW_INDEX)
+        .filter(has_score(pl.col(method)))
+        .select(
+            ROW_INDEX, pl.col(ID).cast(pl.Utf8), pl.col(GROUP_KEY).alias(GROUP), pl.col(method)
+        )  # fmt: skip
         .collect()
     )
     p_values = conformal_p_values(scored[method].to_numpy(), nonmembers)
     selection = benjamini_hochberg(p_values, q)
     frame = scored.with_columns(
         pl.Series("p_value", p_values), pl.Series("q_value", selection.q_values),
-        pl.Series("selected", selection.selected),
+        pl.Series(SELECTED_COLUMN, selection.selected),
     )  # fmt: skip
-    counts = frame.group_by(GROUP).agg(pl.col("selected").sum(), pl.len()).sort(GROUP)
+    counts = frame.group_by(GROUP).agg(pl.col(SELECTED_COLUMN).sum(), pl.len()).sort(GROUP)
     groups = {str(g): (int(s), int(n)) for g, s, n in counts.rows()}
-    chosen = frame.filter(pl.col("selected")).drop("selected").sort("p_value")
-    return FdrSelection(q, method, int(nonmembers.size), groups, chosen, selection.cutoff,
+    return FdrSelection(q, method, int(nonmembers.size), groups, frame, selection.cutoff,
                         nonmembers)  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from minkscan.evaluation.blind import BLIND_AUROC_WARN
 from minkscan.evaluation.dataset_inference import DEFAULT_SPLITS
 from minkscan.methods import score_columns
 from minkscan.reporting.audits import DEFAULT_FDR, fdr_selection, heldout_inference
+from minkscan.reporting.decisions import decision_table
 from minkscan.reporting.evidence import top_evidence
 from minkscan.reporting.groups import group_results
 from minkscan.reporting.lengths import length_check
@@ -104,7 +105,7 @@ def build_report(
             replace(doc, p_value=p, selected=selection.is_selected(p))
             for doc, p in zip(evidence, p_values, strict=True)
         ]
-    return Report(
+    report = Report(
         model=model,
         inputs=inputs or [],
         primary_method=primary,
@@ -124,6 +125,9 @@ def build_report(
         order_test=order_test,
         unscored=unscored,
     )
+    decided = {row.group: report.decision(row) for row in report.primary}
+    table = decision_table(rows, primary, report.threshold, selection, decided)
+    return replace(report, decisions=table)
 
 
 def _not_finite(rows: pl.LazyFrame, method: str, names: list[str]) -> list[str]:

@@ -18,12 +18,12 @@ from pathlib import Path
 import jinja2
 
 from minkscan.calibration.threshold import is_flagged
-from minkscan.io.paths import join, write_text
+from minkscan.io.paths import join, write_parquet, write_text
 from minkscan.reporting import plots
 from minkscan.reporting.groups import GroupResult
 from minkscan.reporting.numbers import format_p, p_phrase, percent, significant_digits
 from minkscan.reporting.summary import INCONCLUSIVE, Report
-from minkscan.schema import GROUP, ID, SELECTED
+from minkscan.schema import DECISIONS, DECISIONS_CSV, GROUP, ID, SELECTED
 
 _ENVIRONMENT = jinja2.Environment(
     loader=jinja2.PackageLoader("minkscan.reporting", "templates"),
@@ -254,6 +254,7 @@ def json_summary(report: Report) -> dict:
                        for group, (chosen, scored) in report.fdr.groups.items()},
             "selected_file": SELECTED, "lines": report.fdr_lines(),
         },
+        "decisions_file": DECISIONS,
         "dataset_inference": {
             "results": [asdict(result) | {"median_p": result.median_p,
                                           "valid": result.valid,
@@ -267,10 +268,11 @@ def json_summary(report: Report) -> dict:
     }  # fmt: skip
 
 
-def write_report(report: Report, output_dir: str | Path) -> list[str]:
-    """Write report.html, report.md, report.json and, with an FDR selection, the selected
-    documents (`SELECTED`) into ``output_dir`` (a local directory or an ``s3://`` prefix);
-    returns their paths."""
+def write_report(report: Report, output_dir: str | Path, csv: bool = False) -> list[str]:
+    """Write report.html, report.md, report.json, every audited document's decision
+    (`DECISIONS`, and as CSV with ``csv``) and, with an FDR selection, the selected documents
+    (`SELECTED`) into ``output_dir`` (a local directory or an ``s3://`` prefix); returns
+    their paths."""
     pages = {
         "report.html": html_page(report),
         "report.md": markdown_summary(report),
@@ -278,4 +280,9 @@ def write_report(report: Report, output_dir: str | Path) -> list[str]:
     }
     if report.fdr is not None:
         pages[SELECTED] = report.fdr.csv()
-    return [write_text(join(str(output_dir), name), text) for name, text in pages.items()]
+    if report.decisions is not None and csv:
+        pages[DECISIONS_CSV] = report.decisions.write_csv()
+    written = [write_text(join(str(output_dir), name), text) for name, text in pages.items()]
+    if report.decisions is not None:
+        written.append(write_parquet(join(str(output_dir), DECISIONS), report.decisions))
+    return written

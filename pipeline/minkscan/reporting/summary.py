@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import polars as pl
+
 from minkscan.calibration.threshold import Calibration
 from minkscan.evaluation.dataset_inference import DatasetInference
 from minkscan.reporting.audits import FdrSelection
@@ -70,6 +72,9 @@ class Report:
     inference_note: str | None = None  # why dataset inference did not run for some group
     order_test: dict | None = None  # `minkscan order-test`'s order_test.json
     unscored: list[str] = field(default_factory=list)  # groups with no scored document
+    # Every audited row's decision (`minkscan.reporting.decisions`), once the report has its
+    # group decisions; written as decisions.parquet.
+    decisions: pl.DataFrame | None = field(default=None, repr=False)
 
     @property
     def results(self) -> list[GroupResult]:
