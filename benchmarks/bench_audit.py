@@ -41,7 +41,8 @@ from minkscan.evaluation.dataset_inference import dataset_inference
 from minkscan.evaluation.exchangeability import exchangeability_check
 from minkscan.evaluation.order_examples import LINES, PART_SEPARATOR
 from minkscan.evaluation.order_run import log_likelihoods, orderings_table
-from minkscan.evaluation.order_test import OrderSettings, order_statistics, shard_bounds
+from minkscan.evaluation.order_shards import shard_bounds
+from minkscan.evaluation.order_test import OrderSettings, order_statistics
 from minkscan.methods import single_pass_columns
 from minkscan.models.loading import load_model
 from minkscan.scorer import DocumentScorer

@@ -45,7 +45,7 @@ def test_the_same_examples_in_a_random_order_pass():
 
 
 def _bounds(n: int, shards: int) -> list[tuple[int, int]]:
-    from minkscan.evaluation.order_test import shard_bounds
+    from minkscan.evaluation.order_shards import shard_bounds
 
     return shard_bounds(n, shards)
 

@@ -23,15 +23,17 @@ from minkscan.evaluation.order_examples import (
     read_examples,
 )
 from minkscan.evaluation.order_run import orderings_table
-from minkscan.evaluation.order_test import (
-    OrderSettings,
+from minkscan.evaluation.order_shards import (
     default_permutations,
-    detectable_preference,
-    order_statistics,
     plan_problem,
-    rank_sum_p_value,
     shard_bounds,
     shuffled_orders,
+)
+from minkscan.evaluation.order_test import (
+    OrderSettings,
+    detectable_preference,
+    order_statistics,
+    rank_sum_p_value,
 )
 from minkscan.io.inputs import InputError
 from scipy.stats import t as student

@@ -18,7 +18,7 @@ from helpers import SAMPLE
 from minkscan.cli import main
 from minkscan.commands import order_test as order_command
 from minkscan.config import ModelConfig
-from minkscan.evaluation import order_test
+from minkscan.evaluation import order_shards
 from minkscan.evaluation.order_examples import COLUMN, LINES, PART_SEPARATOR, TEMPLATE
 from minkscan.evaluation.order_run import orderings_table
 from minkscan.evaluation.order_test import OrderSettings, order_statistics
@@ -264,5 +264,5 @@ def test_orderings_longer_than_the_context_are_scored_with_sliding_windows(tiny_
 
 
 def test_the_cli_defaults_are_the_librarys():
-    assert order_command.DEFAULT_SHARDS == order_test.DEFAULT_SHARDS
-    assert order_command.DEFAULT_PERMUTATIONS == order_test.DEFAULT_PERMUTATIONS
+    assert order_command.DEFAULT_SHARDS == order_shards.DEFAULT_SHARDS
+    assert order_command.DEFAULT_PERMUTATIONS == order_shards.DEFAULT_PERMUTATIONS

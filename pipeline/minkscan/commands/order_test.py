@@ -17,7 +17,7 @@ from minkscan.commands.common import (
 from minkscan.errors import UserError
 from minkscan.schema import ORDER_RESULT
 
-# Also `minkscan.evaluation.order_test`'s, spelled here so --help imports no numpy
+# Also `minkscan.evaluation.order_shards`'s, spelled here so --help imports no numpy
 # (tests/test_order_test_cli.py checks they agree).
 DEFAULT_SHARDS = 50
 DEFAULT_PERMUTATIONS = 50

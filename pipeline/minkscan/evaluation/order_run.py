@@ -34,17 +34,14 @@ from minkscan.config import S3Config, ScanConfig
 from minkscan.errors import UserError
 from minkscan.evaluation.exchangeability import exchangeability_check
 from minkscan.evaluation.order_examples import PART_SEPARATOR, Examples, read_examples
-from minkscan.evaluation.order_test import (
+from minkscan.evaluation.order_shards import (
     DEFAULT_PERMUTATIONS,
-    Cost,
-    OrderSettings,
-    OrderTestResult,
     default_permutations,
-    order_statistics,
     plan_problem,
     shard_bounds,
     shuffled_orders,
 )
+from minkscan.evaluation.order_test import Cost, OrderSettings, OrderTestResult, order_statistics
 from minkscan.io.inputs import InputError
 from minkscan.io.ownership import check_owned
 from minkscan.io.paths import filesystem_for, fs_path, join, write_text

@@ -1,23 +1,18 @@
 """The sharded order test of Oren et al. (ICLR 2024, "Proving Test Set Contamination in
-Black Box Language Models"): its orderings, its statistic, its two p-values, what a run can
-detect, and the verdict.
+Black Box Language Models"): its statistic, its two p-values, what a run could detect, and
+the verdict.
 
 If a model never saw a benchmark, every ordering of its examples is equally likely under
-the model; one trained on the published file prefers the published order. The examples
-are cut into contiguous shards (the first ``n % shards`` one example longer, as the authors'
-``compute_sharded_comparison_test.py``). Per shard, the log-likelihood of its examples in
-published order is compared with that of seeded shuffles; the statistic is published minus
-the mean of the shuffles, and the authors' one-sided t-test across shards asks whether it
-is above zero (their statistic: mean / standard deviation (ddof 0) x sqrt(shards), against
-Student's t with shards - 1 degrees of freedom). The exact permutation p-value pools the
-ranks: the shuffles of a shard are distinct orders other than the published one, drawn
-without replacement (the authors' ``random.sample`` may repeat the published order), so
-under the null the published order's rank among them is uniform and the number of shuffles
-scoring at least as high is uniform on {0..P} in every shard, independently; its sum has a
-known distribution. Ties count against the published order. Its smallest value,
-(1 / (P + 1)) ^ shards, decides whether a run can answer at all (`plan_problem`), before a
-forward pass is spent. Neither p-value needs a single non-member; both are valid only if
-the published order is itself random (`minkscan.evaluation.exchangeability`).
+the model; one trained on the published file prefers the published order. Per shard
+(`minkscan.evaluation.order_shards`), the log-likelihood of its examples in published order
+is compared with that of seeded shuffles; the statistic is published minus the mean of the
+shuffles, and the authors' one-sided t-test across shards asks whether it is above zero
+(their statistic: mean / standard deviation (ddof 0) x sqrt(shards), against Student's t
+with shards - 1 degrees of freedom). The exact permutation p-value pools the ranks: under
+the null the number of a shard's shuffles scoring at least as high as the published order
+is uniform on {0..P}, independently per shard; its sum has a known distribution. Ties count
+against the published order. Neither p-value needs a single non-member; both are valid only
+if the published order is itself random (`minkscan.evaluation.exchangeability`).
 
 Pure numpy and scipy; reading the examples and running the forward passes is
 `minkscan.evaluation.order_run`'s job.
@@ -25,7 +20,6 @@ Pure numpy and scipy; reading the examples and running the forward passes is
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -37,117 +31,7 @@ from scipy.stats import t as student
 
 from minkscan.evaluation.exchangeability import ExchangeabilityCheck
 
-# Each shard needs two examples, or it has a single ordering and nothing to compare.
-MIN_EXAMPLES_PER_SHARD = 2
-DEFAULT_SHARDS = 50
-DEFAULT_PERMUTATIONS = 50  # at most: fewer where the smallest shard has fewer other orders
 POWER = 0.8  # the power at which a null result states the preference it could detect
-# Shards this small or smaller have their shuffles drawn from all their orders (at most
-# 7! = 5,040); larger ones by rejecting repeats among random permutations.
-ENUMERATED_SIZE = 7
-
-
-def shard_sizes(n_examples: int, shards: int) -> list[int]:
-    """Examples per shard, as the authors cut them: the first ``n % shards`` shards one
-    longer."""
-    base, extra = divmod(n_examples, shards)
-    return [base + (1 if i < extra else 0) for i in range(shards)]
-
-
-def shard_bounds(n_examples: int, shards: int) -> list[tuple[int, int]]:
-    """Contiguous [start, end) of each shard (`shard_sizes`)."""
-    edges = np.cumsum([0, *shard_sizes(n_examples, shards)])
-    return [(int(a), int(b)) for a, b in itertools.pairwise(edges)]
-
-
-def other_orders(size: int) -> int:
-    """How many orders of a shard of ``size`` examples differ from the published one."""
-    return math.factorial(size) - 1
-
-
-def exact_floor(shards: int, permutations: int) -> float:
-    """The smallest exact permutation p-value a run can reach: every shard's published
-    order above all its shuffles."""
-    return float((permutations + 1) ** -shards)
-
-
-def _reaches(shards: int, permutations: int, alpha: float) -> bool:
-    return (permutations + 1) ** shards * alpha > 1
-
-
-def _fits(n_examples: int, shards: int, permutations: int) -> bool:
-    """Whether ``shards`` shards of these examples each hold two examples and have
-    ``permutations`` orders besides the published one."""
-    if shards < 2 or n_examples < MIN_EXAMPLES_PER_SHARD * shards:
-        return False
-    return other_orders(min(shard_sizes(n_examples, shards))) >= permutations
-
-
-def default_permutations(n_examples: int, shards: int, most: int) -> int:
-    """Shuffles per shard when none are asked for: ``most``, or as many orders as the
-    smallest shard has besides the published one, if fewer (at least 1)."""
-    if shards < 1 or n_examples < shards:
-        return most
-    return max(1, min(most, other_orders(min(shard_sizes(n_examples, shards)))))
-
-
-def plan_problem(n_examples: int, shards: int, permutations: int, alpha: float) -> str | None:
-    """Why these settings cannot answer at level ``alpha`` (None: they can), naming
-    settings that can: too few examples, shards or shuffles, or more shuffles than a shard
-    has orders."""
-    if n_examples < 2 * MIN_EXAMPLES_PER_SHARD:
-        return (f"{n_examples} examples are too few for the order test: it needs 2 shards of "
-                f"{MIN_EXAMPLES_PER_SHARD} examples")  # fmt: skip
-    most_shards = n_examples // MIN_EXAMPLES_PER_SHARD
-    if shards < 2:
-        return (f"the order test needs at least 2 shards (a t-test across them), got {shards}: "
-                f"use --shards between 2 and {most_shards}")  # fmt: skip
-    if shards > most_shards:
-        return (f"{n_examples} examples cannot fill {shards} shards of at least "
-                f"{MIN_EXAMPLES_PER_SHARD} examples: use --shards between 2 and "
-                f"{most_shards}")  # fmt: skip
-    size = min(shard_sizes(n_examples, shards))
-    if permutations > other_orders(size):
-        return (f"shards of {size} examples have only {other_orders(size)} orders besides the "
-                f"published one, fewer than --permutations {permutations}: use --permutations "
-                f"{other_orders(size)} or fewer, or fewer shards")  # fmt: skip
-    if _reaches(shards, permutations, alpha):
-        return None
-    options = []
-    more = next((p for p in range(permutations + 1, 10_000) if _reaches(shards, p, alpha)), None)
-    if more is not None and _fits(n_examples, shards, more):
-        options.append(f"--permutations {more} (p >= {exact_floor(shards, more):.2g})")
-    wider = next((s for s in range(shards + 1, most_shards + 1)
-                  if _reaches(s, permutations, alpha)), None)  # fmt: skip
-    if wider is not None and _fits(n_examples, wider, permutations):
-        options.append(f"--shards {wider} (p >= {exact_floor(wider, permutations):.2g})")
-    advice = (
-        f"use {' or '.join(options)}" if options
-        else f"{n_examples} examples are too few to reach it with these shuffles per shard"
-    )  # fmt: skip
-    return (f"--shards {shards} --permutations {permutations} cannot reach p < {alpha:g}: "
-            f"its exact p-value is at least (1/{permutations + 1})^{shards} = "
-            f"{exact_floor(shards, permutations):.2g}; {advice}")  # fmt: skip
-
-
-def shuffled_orders(size: int, permutations: int, seed: int, shard: int) -> list[list[int]]:
-    """``permutations`` seeded orders of a shard's ``size`` examples, distinct from each
-    other and from the published order (drawn without replacement; its own stream per
-    shard, so a shard's shuffles do not depend on the others)."""
-    if permutations > other_orders(size):
-        raise ValueError(f"a shard of {size} examples has only {other_orders(size)} other "
-                         f"orders, fewer than {permutations}")  # fmt: skip
-    rng = np.random.default_rng([seed, shard])
-    if size <= ENUMERATED_SIZE:
-        orders = list(itertools.permutations(range(size)))[1:]  # the first is the published
-        return [list(orders[i]) for i in rng.choice(len(orders), permutations, replace=False)]
-    seen, shuffles = {tuple(range(size))}, []
-    while len(shuffles) < permutations:
-        order = tuple(rng.permutation(size).tolist())
-        if order not in seen:
-            seen.add(order)
-            shuffles.append(list(order))
-    return shuffles
 
 
 def rank_sum_p_value(at_least: np.ndarray, permutations: int) -> float:
