@@ -103,7 +103,7 @@ def test_without_a_known_tpr_the_estimate_is_a_lower_bound(files: dict[str, Path
 
 
 def test_html_is_self_contained_and_escapes_document_text(report, tmp_path: Path) -> None:
-    html_path, md_path, json_path, _ = map(Path, write_report(report, tmp_path))
+    html_path, md_path, json_path, *_ = map(Path, write_report(report, tmp_path))
     page = html_path.read_text()
     assert "<script" not in page
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page

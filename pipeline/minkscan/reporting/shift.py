@@ -134,11 +134,11 @@ def shift_check(
     if warn_above is None:
         return ShiftCheck(None, note=TURNED_OFF)
     if TEXT not in rows.collect_schema().names():
-        return ShiftCheck(warn_above, note="the scores hold no text (score with "
-                          "`--keep-columns text` to check for distribution shift)")  # fmt: skip
+        return ShiftCheck(warn_above, note="the scores hold no text; score with "
+                          "`--keep-columns text` to check it")  # fmt: skip
     if not calibration.nonmember_texts:
-        return ShiftCheck(warn_above, note="the calibration holds no non-member texts "
-                          "(calibrate on scores that keep the text)")  # fmt: skip
+        return ShiftCheck(warn_above, note="the calibration holds no non-member texts; "
+                          "calibrate on scores that keep the text")  # fmt: skip
     # One pass over the scores: the first READ_TEXTS texts of every group.
     sampled = (
         rows.select(GROUP_KEY, TEXT)
