@@ -12,7 +12,7 @@ import pytest
 from helpers import score
 from minkscan.cli import build_parser, main
 
-COMMANDS = ["score", "benchmark", "calibrate", "report", "nightly", "frequencies"]
+COMMANDS = ["score", "benchmark", "calibrate", "report", "nightly", "frequencies", "order-test"]
 
 
 def test_help_of_every_command_imports_neither_torch_nor_ray_nor_transformers() -> None:
@@ -38,10 +38,28 @@ def test_every_command_names_input_output_and_config_the_same_way(command: str) 
         flag for action in subparsers.choices[command]._actions for flag in action.option_strings
     }
     assert {"--input", "--output"} <= flags
-    if command in ("score", "benchmark", "nightly", "frequencies"):
+    if command in ("score", "benchmark", "nightly", "frequencies", "order-test"):
         assert {"--config", "--model", "--set", "--limit"} <= flags
-    if command in ("score", "benchmark", "nightly"):
-        assert {"--dtype", "--device", "--k", "--batch-tokens"} <= flags
+    if command in ("score", "benchmark", "nightly", "order-test"):
+        assert {"--dtype", "--device", "--k", "--batch-tokens", "--max-tokens"} <= flags
+        assert {"--num-actors", "--limit", "--address"} <= flags
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_commands_help_ends_with_an_example_of_it(command: str, capsys) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    example = capsys.readouterr().out.split("example:\n")[1]
+    assert example.lstrip().startswith(f"minkscan {command} --")
+
+
+def test_a_misspelt_flag_gets_its_commands_usage_and_the_closest_flag(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["score", "--input", "x.parquet", "--outptu", "out"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: minkscan score ")
+    assert "unrecognized arguments: --outptu out (did you mean --output?)" in err
 
 
 def test_a_failing_command_prints_one_line_and_v_adds_the_traceback(tmp_path, capsys) -> None:

@@ -117,7 +117,10 @@ def test_a_run_shows_only_a_progress_bar_and_its_summary_in_a_terminal(tiny_llam
     screen = [line.strip() for line in shown.replace("\r", "\n").splitlines() if line.strip()]
     assert any(line.startswith("scoring:") and "40/40" in line for line in screen), shown
     assert any(line.startswith("scored 40 documents") for line in screen), shown
-    others = [line for line in screen if not line.startswith(("scoring:", "scored 40 documents"))]
+    # Each wait is named: Ray's start-up, then the bar's phase until the first rows arrive.
+    assert screen[0] == "starting Ray on this machine (40 documents to score)", shown
+    phases = ("starting Ray", "loading the model:", "scoring:", "scored 40 documents")
+    others = [line for line in screen if not line.startswith(phases)]
     assert others == [], others  # no Ray notice, plan, hint, warning or error line
 
 

@@ -46,7 +46,7 @@ def test_detailed_metric_table_adds_auroc_interval_tpr_at_1pct_and_fpr_at_95pct(
 def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_windows(
     tiny_llama_dir, tiny_gpt2_dir, tmp_path, capsys
 ):
-    texts = TRAINING_TEXT * 2  # 12 per group; --limit 8 takes the first 8 of each
+    texts = TRAINING_TEXT * 2  # 12 per group; --limit 4 takes the first 4 of each label
     paths = []
     for group in ("length32", "length64"):
         path = tmp_path / f"{group}.parquet"
@@ -56,7 +56,7 @@ def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_window
     args = ["benchmark", "--input", *paths, "--neighbors", "2", "--model", str(tiny_llama_dir)]
     args += ["--lowercase", "--set", "baselines.wbc=true", "--set", "baselines.pac=true"]
     args += ["--ref-model", str(tiny_gpt2_dir), "--max-tokens", "24", "--window-stride", "16"]
-    args += ["--limit", "8"]
+    args += ["--limit", "4"]
     code = main([*args, "--output", str(out), "--work-dir", str(work)])
     assert code == 0
     assert "Min-K%++" in capsys.readouterr().out
@@ -90,7 +90,8 @@ def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_window
     assert all(0.0 <= row["auroc_all"] <= 1.0 for row in tables["k_sweep"])
     scores = pl.read_parquet(out / "scores.parquet")
     assert scores.height == 2 * 8 and scores["id"].n_unique() == scores.height
-    assert scores["group"].to_list() == ["length32"] * 8 + ["length64"] * 8  # N per group
+    assert scores["group"].to_list() == ["length32"] * 8 + ["length64"] * 8  # N per label
+    assert scores["label"].to_list() == [0, 1] * 8  # both labels, in input order
     # Every text is over --max-tokens: scored in full with sliding windows, Ref included.
     assert (scores["status"] == "windowed").all() and (scores["n_tokens"] > 24).all()
     assert (scores["ref_n_tokens"] > 24).all() and scores["ref"].null_count() == 0
@@ -144,3 +145,63 @@ def test_benchmark_resumes_from_its_work_dir_and_refuses_one_of_other_data(
     capsys.readouterr()
     assert main([*args, "--input", str(other), "--output", str(tmp_path / "three")]) == 2
     assert f"--work-dir {work} holds a benchmark of other data" in capsys.readouterr().err
+
+
+def _score_file(path, n: int = 40, *, text: bool = True) -> pl.DataFrame:
+    """A score Parquet file as `minkscan score` writes one: non-members first, then members
+    whose Min-K%++ is higher."""
+    label = [0] * (n // 2) + [1] * (n // 2)
+    frame = pl.DataFrame({
+        "id": [f"d{i}" for i in range(n)], "status": ["ok"] * n, "n_tokens": [9] * n,
+        "loss": [float(i % 7) for i in range(n)],
+        "minkpp_k20": [i + 5.0 * lab for i, lab in enumerate(label)], "label": label,
+    })  # fmt: skip
+    if text:
+        frame = frame.with_columns(pl.format("text number {}", pl.col("id")).alias("text"))
+    frame.write_parquet(path)
+    return frame
+
+
+def test_benchmark_reads_a_score_file_as_it_is_with_counts_per_label_and_notes(
+    tmp_path, capsys
+) -> None:
+    _score_file(tmp_path / "scored.parquet", text=False)
+    out = tmp_path / "tables"
+    assert main(["benchmark", "--input", str(tmp_path / "scored.parquet"), "--limit", "12",
+                 "--output", str(out)]) == 0  # fmt: skip
+    printed = capsys.readouterr()
+    # --limit takes N of each label, so both labels stay (the file lists non-members first).
+    tables = json.loads((out / "tables.json").read_text())
+    (minkpp,) = [row for row in tables["main"] if row["method"] == "Min-K%++"]
+    assert minkpp["n_all"] == "12/12" and minkpp["auroc_all"] == 1.0
+    assert "group all has 12 members and 12 non-members" in printed.err
+    assert "no blind-baseline row: the scores hold no 'text' column" in printed.err
+    assert "no blind-baseline row" in (out / "tables.md").read_text()
+    assert not any(row["method"].startswith("Blind") for row in tables["main"])
+
+
+def test_benchmark_joins_labels_to_scores_and_refuses_a_mix_of_scores_and_texts(
+    tmp_path, capsys
+) -> None:
+    frame = _score_file(tmp_path / "scored.parquet")
+    unlabelled = tmp_path / "unlabelled.parquet"
+    frame.drop("label").write_parquet(unlabelled)
+    labels = tmp_path / "labels.parquet"
+    frame.select("id", "label").write_parquet(labels)
+    out = tmp_path / "tables"
+    assert main(["benchmark", "--input", str(unlabelled), "--output", str(out)]) == 2
+    assert "has no 'label' column: keep it with `minkscan score --keep-columns label,text`" in (
+        capsys.readouterr().err
+    )
+    args = ["benchmark", "--input", str(unlabelled), "--labels", str(labels)]
+    assert main([*args, "--output", str(out)]) == 0
+    tables = json.loads((out / "tables.json").read_text())
+    assert tables["main"][0]["n_all"] == "20/20"
+    texts = tmp_path / "texts.parquet"
+    pl.DataFrame({"text": ["a", "b"], "label": [0, 1]}).write_parquet(texts)
+    capsys.readouterr()
+    mixed = ["benchmark", "--input", str(unlabelled), str(texts), "--output", str(out)]
+    assert main(mixed) == 2
+    assert f"--input mixes score outputs with labelled texts to score ({texts})" in (
+        capsys.readouterr().err
+    )

@@ -79,8 +79,9 @@ def test_second_local_scan_scores_only_new_and_changed_shards_and_diffs(
                  str(tmp_path / "report2")])  # fmt: skip
     assert code == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0].startswith("nightly scan: 1 new, 1 changed, 0 unchanged, 1 moved, 0 removed")
-    assert "(minkpp_k20); distribution shift not checked" in printed[1]  # as `report` prints it
+    assert printed[0].startswith("scored 2 documents")  # the scan's scoring, as `score` says it
+    assert printed[1].startswith("nightly scan: 1 new, 1 changed, 0 unchanged, 1 moved, 0 removed")
+    assert "(minkpp_k20); distribution shift not checked" in printed[2]  # as `report` prints it
     assert sum(line.strip().startswith(("No evidence", "Evidence")) for line in printed) == 4
     assert any(line.strip().startswith("Blind baseline") for line in printed)  # as report
     manifest = json.loads((output / MANIFEST_NAME).read_text())

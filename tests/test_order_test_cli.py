@@ -271,3 +271,20 @@ def test_orderings_longer_than_the_context_are_scored_with_sliding_windows(tiny_
 def test_the_cli_defaults_are_the_librarys():
     assert order_command.DEFAULT_SHARDS == order_shards.DEFAULT_SHARDS
     assert order_command.DEFAULT_PERMUTATIONS == order_shards.DEFAULT_PERMUTATIONS
+
+
+def test_an_output_inside_the_benchmark_directory_is_refused_before_anything_is_written(
+    benchmark_file, tiny_llama_dir, tmp_path, capsys
+):
+    """Else the next run would read the orderings it wrote as examples of the benchmark."""
+    folder = tmp_path / "benchmarks"
+    folder.mkdir()
+    (folder / "bench.jsonl").write_bytes(benchmark_file.read_bytes())
+    out = folder / "order"
+    args = ["order-test", "--input", str(folder), "--output", str(out), "--model",
+            str(tiny_llama_dir), "--shards", "4", "--permutations", "3"]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"minkscan order-test: output {out} is inside the input {folder}: its files "
+                   "would be read as documents; put the output outside the input")  # fmt: skip
+    assert not out.exists()

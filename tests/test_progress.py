@@ -81,3 +81,20 @@ def test_when_all_is_written_progress_and_summary_agree(caplog):
     )
     assert (progress.scored, progress.documents, progress.unwritten) == (100, 100, 0)
     assert progress.tokens == 400 and progress.statuses == {"ok": 100}
+
+
+def test_until_the_first_rows_arrive_the_line_says_the_model_is_loading(caplog):
+    clock, progress = started(caplog)
+    clock.now = 10
+    progress.show()
+    assert progress_lines(caplog) == [
+        "progress: loading the model: 0 of 100 documents (0%), 0.0 docs/s, ETA ?"
+    ]
+    progress.add(statistics(arrived=10, written=0))
+    clock.now = 20
+    progress.show()
+    assert progress_lines(caplog)[-1] == (
+        "progress: 10 of 100 documents (10%), 0.5 docs/s, ETA 0:03:00"
+    )
+    assert progress.phase == "scoring"
+    progress.close()

@@ -61,10 +61,29 @@ def test_kept_columns_and_token_scores_feed_calibrate_and_report_without_a_join(
                  "source_name", "--output", str(report_dir), "--top", "5"]) == 0  # fmt: skip
     printed = capsys.readouterr()
     assert "group 'arxiv'" in printed.out and "group 'wiki'" in printed.out
+    # --top given: the top documents in the terminal too, with the words behind each score.
+    top = printed.out.split("Most member-like documents (minkpp_k20; flagged when score > ")[1]
+    assert [line.split(".")[0].strip() for line in top.splitlines()[1:6]] == list("12345")
+    assert "lowest-z words: " in top.splitlines()[1]
     assert "too few calibration non-members" in printed.err  # 40 non-members at 5%
     page = (report_dir / "report.html").read_text()
     assert page.count("<mark>") >= 5  # lowest-k% tokens of each top document
     assert str(tiny_llama_dir) in page
+
+    # The same scores make the detection tables: read as they are, nothing scored again.
+    tables_dir = tmp_path / "tables"
+    assert main(["benchmark", "--input", str(out), "--group-column", "source_name",
+                 "--output", str(tables_dir)]) == 0  # fmt: skip
+    printed = capsys.readouterr()
+    assert "Scores read as they are (no forward pass)" in printed.out
+    tables = json.loads((tables_dir / "tables.json").read_text())
+    (minkpp,) = [row for row in tables["main"] if row["method"] == "Min-K%++"]
+    members = original.filter(pl.col("source_name") == "arxiv")["label"].sum()
+    assert minkpp["n_arxiv"] == f"{members}/{30 - members}"
+    assert minkpp["n_all"] == f"{original['label'].sum()}/{60 - original['label'].sum()}"
+    assert "group arxiv has 10 members and 20 non-members" in printed.err  # under 30 each
+    assert tables["main"][-1]["method"].startswith("Blind baseline")  # trained on kept texts
+    assert tables["forward_passes"] == {}
 
 
 def test_kept_columns_that_are_missing_or_clash_fail_in_one_line_before_work(

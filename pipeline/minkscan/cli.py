@@ -9,6 +9,7 @@ for a bad command, config or input, 1 for a run that failed on the data), anythi
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import logging
 import signal
@@ -35,9 +36,11 @@ VERBOSE_HELP = "everything: debug logs, Ray's own output and progress bars, trac
 
 
 class _SubcommandParser(argparse.ArgumentParser):
-    """A sub-command's parser: it takes ``-v``/``--verbose`` too, after the sub-command."""
+    """A sub-command's parser: it takes ``-v``/``--verbose`` too, after the sub-command, and
+    its ``epilog`` (an example) keeps its lines."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
         self.add_argument(
             "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
@@ -92,9 +95,24 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    """The arguments; an unknown flag is refused by its sub-command's parser (its usage, not
+    the top-level one), with the closest flag it has."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        command = subparsers.choices[args.command]
+        flags = [flag for action in command._actions for flag in action.option_strings]
+        close = difflib.get_close_matches(unknown[0].split("=")[0], flags, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        command.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
-    args = build_parser().parse_args(argv)
+    args = _parse(argv)
     args.started = started  # what the person waits from (a command's summary says it)
     _configure_logging(args.verbose)
     main_thread = threading.current_thread() is threading.main_thread()

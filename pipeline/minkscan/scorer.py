@@ -18,6 +18,7 @@ of a batch, at most `minkscan.models.workspace.batch_bytes` more (`workspace_byt
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ from minkscan.methods import single_pass_columns, single_pass_methods
 from minkscan.models.compiled import Body, fixed_width
 from minkscan.models.forward import Segment, Tiles, TokenBatch, batch_token_stats
 from minkscan.models.loading import LoadedModel, load_model
+from minkscan.models.names import first_use_note
 from minkscan.models.probes import choose_head_path, packing_agrees
 from minkscan.models.workspace import Shapes, auto_batch_tokens, batch_bytes, head_tiles
 from minkscan.schema import (
@@ -46,6 +48,8 @@ from minkscan.text.tokenize import (
     plan_packed_batches,
     row_width,
 )
+
+logger = logging.getLogger(__name__)
 
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog near the bank of the river."
 # Rows per forward batch when scoring.max_batch_size is unset: on a CPU more rows only cost
@@ -284,8 +288,14 @@ SCORER_CACHE_SIZE = 2
 
 @functools.lru_cache(maxsize=SCORER_CACHE_SIZE)
 def _cached_scorer(model: str, scoring: str) -> DocumentScorer:
-    """The scorer of one model and settings (both as JSON: hashable)."""
-    loaded = load_model(ModelConfig.model_validate_json(model))
+    """The scorer of one model and settings (both as JSON: hashable). A bundled model's
+    first use says it converts (a minute or two, once), as the CLI does: a library's
+    caller sees warnings only."""
+    config = ModelConfig.model_validate_json(model)
+    note = first_use_note(config.name, config.cache_dir)
+    if note:
+        logger.warning(note)
+    loaded = load_model(config)
     return DocumentScorer(loaded, ScoringConfig.model_validate_json(scoring))
 
 

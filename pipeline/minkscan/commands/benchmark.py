@@ -1,31 +1,61 @@
-"""`minkscan benchmark`: paper-style detection tables from labelled Parquet."""
+"""`minkscan benchmark`: paper-style detection tables from labelled Parquet (scored here) or
+from score outputs (read as they are)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from minkscan.commands.common import add_config_arguments, config_from_args, for_key
 from minkscan.commands.prefixes import add_prefix_arguments, prefix_flags
 from minkscan.config import ConfigError
+from minkscan.errors import UserError
 from minkscan.io.ownership import check_owned
-from minkscan.schema import BENCHMARK_FILES, GROUP, WORK_DIR_ENTRIES
+from minkscan.schema import BENCHMARK_FILES, GROUP, LABEL, WORK_DIR_ENTRIES
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from minkscan.evaluation.benchmark import BenchmarkResult
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "benchmark",
-        help="score labelled Parquet (text, label[, id, group]) through the Ray pipeline and "
-        "print AUROC / TPR tables",
+        help="AUROC / TPR tables from labelled Parquet (text, label[, id, group]: scored "
+        "through the Ray pipeline) or from score outputs (read, not re-scored)",
+        epilog="example:\n  minkscan benchmark --input out/testset-scores out/nonmember-scores "
+        "--output out/benchmark",
     )
-    parser.add_argument("--input", nargs="+", required=True, help="labelled Parquet files")
+    parser.add_argument(
+        "--input",
+        nargs="+",
+        required=True,
+        help="labelled Parquet files to score, or `minkscan score` outputs / score Parquet "
+        "files labelled by their 'label' column or --labels (tables only, nothing re-scored)",
+    )
+    parser.add_argument(
+        "--labels",
+        help="with score inputs: Parquet with columns id, label, joined on id (default: none, "
+        "the scores' label column)",
+    )
+    parser.add_argument(
+        "--group-column",
+        default=GROUP,
+        help="with score inputs: the kept column whose values are the tables' groups "
+        "(default: group; rows without it are one group, 'all')",
+    )
     parser.add_argument(
         "--output",
         default="benchmark-out",
         type=Path,
         help="directory for the tables and scores (default: benchmark-out)",
     )
-    add_config_arguments(parser)
+    add_config_arguments(
+        parser, limit_help="the first N documents of each label in each group (default: all)"
+    )
     add_prefix_arguments(parser)
     parser.add_argument(
         "--lowercase", action="store_true", help="add the Lowercase baseline (default: off)"
@@ -53,9 +83,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--main-k", type=int, default=20, help="k%% of the main and ablation tables (default: 20)"
     )
     parser.add_argument(
-        "--max-tokens", type=int, help=for_key("scoring.max_tokens", "truncation length")
-    )
-    parser.add_argument(
         "--window-stride",
         type=int,
         help=for_key("scoring.window_stride", "sliding windows for documents over --max-tokens"),
@@ -76,7 +103,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from minkscan.io.labels import read_labelled
+    from minkscan.io.labels import read_labelled, read_labelled_scores
 
     k = args.main_k
     limit, args.limit = args.limit, None  # per group, here, not the first rows of the input
@@ -84,7 +111,6 @@ def run(args: argparse.Namespace) -> int:
         args,
         {
             **prefix_flags(args),
-            "scoring.max_tokens": args.max_tokens,
             "scoring.window_stride": args.window_stride,
             "scoring.ablation_k_percentages": [k],
             "baselines.lowercase": args.lowercase or None,
@@ -102,16 +128,39 @@ def run(args: argparse.Namespace) -> int:
     check_owned(str(args.output), BENCHMARK_FILES, "--output")
     if args.work_dir is not None:
         check_owned(args.work_dir, WORK_DIR_ENTRIES, "--work-dir")
-    data = read_labelled(args.input)  # refused before anything heavy is imported
+    scores = read_labelled_scores(args.input, args.labels, args.group_column)
+    if scores is not None:
+        from minkscan.evaluation.benchmark import tabulate_scores
+
+        if args.online:
+            raise UserError("--online scores chunks itself: give it labelled texts, not scores")
+        return _written(tabulate_scores(_per_label(scores, limit), k), args.output)
+    if args.labels:
+        raise UserError("--labels joins labels to score inputs; labelled Parquet to score "
+                        "carries its own 'label' column")  # fmt: skip
+    data = _per_label(read_labelled(args.input), limit)  # refused before heavy imports
     from minkscan.evaluation.benchmark import run_benchmark, run_online_benchmark
 
-    if limit is not None:
-        data = data.group_by(GROUP, maintain_order=True).head(limit)
     if args.online:
         result = run_online_benchmark(config, data, k, args.chunk_tokens, args.seed)
     else:
         result = run_benchmark(config, data, k=k, work_dir=args.work_dir)
+    return _written(result, args.output)
+
+
+def _per_label(data: pl.DataFrame, limit: int | None) -> pl.DataFrame:
+    """The first ``limit`` rows of each label in each group (all rows when None)."""
+    if limit is None:
+        return data
+    kept = data.with_row_index("_order").group_by(GROUP, LABEL, maintain_order=True).head(limit)
+    return kept.sort("_order").drop("_order")
+
+
+def _written(result: BenchmarkResult, output: Path) -> int:
+    """Print the tables and their notes (each note also a warning line), write them."""
+    for note in result.notes:
+        print(f"warning: {note}", file=sys.stderr)
     print(result.markdown())
-    for path in result.write(args.output):
+    for path in result.write(output):
         print(f"wrote {path}")
     return 0

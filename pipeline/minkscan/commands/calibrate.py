@@ -11,7 +11,10 @@ from minkscan.schema import ID, LABEL
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "calibrate", help="pick per-method thresholds at a target FPR from known non-members"
+        "calibrate",
+        help="pick per-method thresholds at a target FPR from known non-members",
+        epilog="example:\n  minkscan calibrate --nonmembers out/nonmember-scores "
+        "--output out/calibration.json",
     )
     parser.add_argument(
         "--input",

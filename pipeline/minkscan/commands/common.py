@@ -38,9 +38,15 @@ def for_key(key: str, text: str = "") -> str:
     return f"{text + '; ' if text else ''}{key} (default: {default})"
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, *, scoring: bool = True) -> None:
-    """``--config``, ``--model``, ``--set``, ``--limit``, ``--address`` and, with ``scoring``,
-    the scoring shortcuts ``--dtype``, ``--device``, ``--batch-tokens``, ``--k``."""
+def add_config_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    scoring: bool = True,
+    limit_help: str = for_key("data.limit", "read the first N rows only"),
+) -> None:
+    """``--config``, ``--model``, ``--set``, ``--limit`` (``limit_help`` where a command reads
+    it otherwise), ``--address`` and, with ``scoring``, the scoring shortcuts ``--dtype``,
+    ``--device``, ``--batch-tokens``, ``--k``, ``--max-tokens`` and ``--num-actors``."""
     parser.add_argument(
         "--config", type=Path, help="YAML config (default: none, the built-in defaults)"
     )
@@ -73,11 +79,30 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, scoring: bool = Tru
         parser.add_argument(
             "--k", type=int, nargs="+", metavar="P", help=for_key("scoring.k_percentages")
         )
-    parser.add_argument(
-        "--limit", type=int, metavar="N", help=for_key("data.limit", "read the first N rows only")
-    )
+        parser.add_argument(
+            "--max-tokens",
+            type=int,
+            help=for_key("scoring.max_tokens", "tokens scored per document (the rest truncated)"),
+        )
+        parser.add_argument(
+            "--num-actors", type=int, help=for_key("ray.num_actors", "model replicas")
+        )
+    parser.add_argument("--limit", type=int, metavar="N", help=limit_help)
     parser.add_argument(
         "--address", help=for_key("ray.address", "Ray cluster to join; none starts an embedded one")
+    )
+
+
+def add_keep_columns_argument(parser: argparse.ArgumentParser) -> None:
+    """``--keep-columns``: input columns the score files carry (the commands that score)."""
+    parser.add_argument(
+        "--keep-columns",
+        metavar="COL[,COL...]",
+        help=for_key(
+            "data.keep_columns",
+            "input columns copied into the score files (a group, a label, a URL); the text "
+            "column is kept as 'text' (the report's shift check reads it)",
+        ),  # fmt: skip
     )
 
 
@@ -126,6 +151,8 @@ def config_from_args(args: argparse.Namespace, flags: dict[str, Any] | None = No
         "model.device": getattr(args, "device", None),
         "scoring.batch_tokens": getattr(args, "batch_tokens", None),
         "scoring.k_percentages": getattr(args, "k", None),
+        "scoring.max_tokens": getattr(args, "max_tokens", None),
+        "ray.num_actors": getattr(args, "num_actors", None),
         "data.format": getattr(args, "format", None),
         "data.text_column": getattr(args, "text_column", None),
         "data.limit": args.limit,

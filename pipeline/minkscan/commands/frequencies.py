@@ -16,6 +16,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "frequencies",
         help="count the tokens of a reference corpus (the target model's tokenizer) for DC-PDD",
+        epilog="example:\n  minkscan frequencies --input corpus/ --output freq.parquet",
     )
     parser.add_argument("--input", nargs="+", required=True, help="reference corpus files")
     parser.add_argument("--output", required=True, help="frequency file to write (.parquet)")

@@ -7,6 +7,7 @@ import argparse
 
 from minkscan.commands.common import (
     add_config_arguments,
+    add_keep_columns_argument,
     config_from_args,
     fail_above_help,
     for_key,
@@ -18,13 +19,17 @@ from minkscan.schema import SHARD
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "nightly", help="re-score new/changed shards, report and diff against the last scan"
+        "nightly",
+        help="re-score new/changed shards, report and diff against the last scan",
+        epilog="example:\n  minkscan nightly --input corpus/ --keep-columns text --output "
+        "out/nightly --calibration out/calibration.json --report out/nightly-report",
     )
     parser.add_argument(
         "--input", nargs="+", help=for_key("data.input", "files, directories or globs")
     )
     parser.add_argument("--output", help=for_key("data.output", "scores root kept between scans"))
     add_config_arguments(parser)
+    add_keep_columns_argument(parser)
     parser.add_argument("--calibration", required=True, help="JSON from `minkscan calibrate`")
     parser.add_argument(
         "--report", required=True, help="report directory, local or s3:// (rewritten each scan)"
@@ -38,9 +43,15 @@ def run(args: argparse.Namespace) -> int:
     from minkscan.calibration import load_calibration
     from minkscan.commands.nightly_scan import nightly_scan
 
-    config = config_from_args(args, {"data.input": args.input, "data.output": args.output})
+    config = config_from_args(
+        args,
+        {"data.input": args.input, "data.output": args.output,
+         "data.keep_columns": args.keep_columns},
+    )  # fmt: skip
     result = nightly_scan(config, load_calibration(args.calibration), args.report)
     changes, report = result.changes, result.report
+    if result.scoring is not None:
+        print(result.scoring.line())
     print(
         f"nightly scan: {len(changes.new)} new, {len(changes.changed)} changed, "
         f"{len(changes.unchanged)} unchanged, {len(changes.moved)} moved, "

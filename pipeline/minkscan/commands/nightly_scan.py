@@ -27,11 +27,11 @@ import pyarrow.fs as pafs
 
 from minkscan.calibration.threshold import Calibration
 from minkscan.config import ScanConfig
-from minkscan.distributed.plan import check_apart
+from minkscan.distributed.progress import RunSummary
 from minkscan.distributed.runner import run_scoring
 from minkscan.errors import UserError
 from minkscan.io.inputs import discover
-from minkscan.io.ownership import check_owned
+from minkscan.io.ownership import check_apart, check_owned
 from minkscan.io.paths import filesystem_for, fs_path, join, write_text
 from minkscan.io.scores import OutputError, ScoreOutput
 from minkscan.reporting.build import build_report
@@ -185,6 +185,7 @@ class NightlyResult:
     report: Report
     report_paths: list[str]
     diff_path: str
+    scoring: RunSummary | None = None  # the scan's scoring run (None: nothing to score)
 
 
 def _only_minkscans(fs: pafs.FileSystem, directory: str) -> bool:
@@ -207,19 +208,19 @@ def _delete_run(fs: pafs.FileSystem, run_root: str) -> None:
     fs.delete_dir(run_root)
 
 
-def _score_scan(config: ScanConfig, fs: pafs.FileSystem, run_root: str) -> None:
+def _score_scan(config: ScanConfig, fs: pafs.FileSystem, run_root: str) -> RunSummary:
     """Score one scan's shards into its run directory. A directory left by a scan that was
     killed (no manifest names it yet) is resumed, a shard edited since included; if it
     cannot be (a shard it holds is gone, or the settings changed), it is discarded and the
     scan scored afresh, with a warning."""
     try:
-        run_scoring(config)
+        return run_scoring(config)
     except OutputError as refused:
         if not _only_minkscans(fs, run_root):
             raise
         logger.warning("discarding %s, left by an unfinished scan: %s", run_root, refused)
         fs.delete_dir(run_root)
-        run_scoring(config)
+        return run_scoring(config)
 
 
 def nightly_scan(
@@ -238,7 +239,7 @@ def nightly_scan(
     previous = {path: entry["sha256"] for path, entry in manifest["shards"].items()}
     found = discover(data.input, fs, format=data.format)
     files, input_root = found.files, found.root
-    check_apart(root, list(data.input), files)
+    check_apart(root, list(data.input), [file.path for file in files])
     paths = {file.relpath: file.path for file in files}
     current = {relpath: fingerprint(fs, path) for relpath, path in paths.items()}
     changes = plan_changes(current, previous)
@@ -249,6 +250,7 @@ def nightly_scan(
     sources = {path: shards[path].get("scored_as", path) for path in runs}
     for old, new in changes.moved:
         runs[new], sources[new] = shards[old]["run"], shards[old].get("scored_as", old)
+    scoring = None
     if changes.to_score:
         run = f"run-{manifest.get('scans', 0) + 1:04d}"
         scheme = "s3://" if prefix.startswith("s3://") else ""
@@ -259,7 +261,8 @@ def nightly_scan(
                 "output": f"{prefix}/{RUNS_DIR}/{run}",
             }
         )
-        _score_scan(config.model_copy(update={"data": run_data}), fs, fs_path(run_data.output))
+        scan = config.model_copy(update={"data": run_data})
+        scoring = _score_scan(scan, fs, fs_path(run_data.output))
         runs.update(dict.fromkeys(changes.to_score, run))
         sources.update({path: path for path in changes.to_score})
     for stale in {entry["run"] for entry in manifest["shards"].values()}:
@@ -306,4 +309,4 @@ def nightly_scan(
         "results": summary["results"],
     }
     _write_text(fs, manifest_path, json.dumps(new_manifest, indent=2))
-    return NightlyResult(changes, report, report_paths, diff_path)
+    return NightlyResult(changes, report, report_paths, diff_path, scoring)

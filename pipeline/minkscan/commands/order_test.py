@@ -176,13 +176,16 @@ def _several(tests, settings, args: argparse.Namespace) -> int:
 
     from minkscan.evaluation.order_run import check_output, planned, run_order_test
     from minkscan.evaluation.order_table import headline, markdown, order_rows
-    from minkscan.io.paths import filesystem_for, join, write_text
+    from minkscan.io.ownership import check_apart
+    from minkscan.io.paths import filesystem_for, fs_path, join, write_text
 
     names = [f"{index + 1:02d}-{_slug(label)}" + (f"--{_slug(model)}" if args.models else "")
              for index, (label, model, _) in enumerate(tests)]  # fmt: skip
     fs = filesystem_for([args.output], tests[0][2].data.s3)
     check_output(fs, args.output, frozenset({*names, TABLE_JSON, TABLE_MD}))
     prepared = [planned(config, settings, args.alpha) for _, _, config in tests]
+    for (_, _, config), (_, examples) in zip(tests, prepared, strict=True):
+        check_apart(fs_path(args.output), list(config.data.input), examples.files)
     done = []
     for (label, model, config), name, ready in zip(tests, names, prepared, strict=True):
         print(f"== {label} ({model}) -> {name}")

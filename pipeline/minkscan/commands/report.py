@@ -18,9 +18,15 @@ DEFAULT_FDR = 0.05
 DEFAULT_SPLITS = 10
 
 
+DEFAULT_TOP = 20  # documents the report files show when --top is not given
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "report", help="verdict, flagged fractions, tests and evidence documents per group"
+        "report",
+        help="verdict, flagged fractions, tests and evidence documents per group",
+        epilog="example:\n  minkscan report --input out/testset-scores --calibration "
+        "out/calibration.json --output out/report",
     )
     parser.add_argument(
         "--input", required=True, help="`minkscan score` output or a score Parquet (or s3://)"
@@ -37,7 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--alpha", type=float, default=0.05, help="test level (default 0.05)")
     parser.add_argument(
-        "--top", type=int, default=20, help="most member-like documents shown (default: 20)"
+        "--top",
+        type=int,
+        help="most member-like documents shown in the report files, and printed here when "
+        f"given (default: {DEFAULT_TOP} in the files, none printed)",
     )
     parser.add_argument("--fail-above", type=float, help=fail_above_help(GROUP))
     parser.add_argument(
@@ -104,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             load_calibration(args.calibration),
             primary_method=args.method,
             group_column=args.group_column,
-            top_n=args.top,
+            top_n=DEFAULT_TOP if args.top is None else args.top,
             alpha=args.alpha,
             model=data.model,
             inputs=data.inputs or [args.input],
@@ -118,6 +127,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UserError(str(error)) from None
     print_verdict(report)
+    if args.top is not None:
+        from minkscan.reporting.render import top_lines
+
+        print("\n".join(top_lines(report)))
     for path in write_report(report, args.output, csv=args.csv):
         print(f"wrote {path}")
     return 0 if args.fail_above is None else gate(report, args.fail_above, "report")

@@ -11,6 +11,7 @@ from importlib.resources import files
 from minkscan.commands.common import (
     add_config_arguments,
     add_format_arguments,
+    add_keep_columns_argument,
     config_from_args,
     for_key,
 )
@@ -38,15 +39,7 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> None:
         "--id-column",
         help=for_key("data.id_column", "ids are derived from file and row when absent"),
     )
-    parser.add_argument(
-        "--keep-columns",
-        metavar="COL[,COL...]",
-        help=for_key(
-            "data.keep_columns",
-            "input columns copied into the score files (a group, "
-            "a label, a URL); the text column is kept as 'text'",
-        ),  # fmt: skip
-    )
+    add_keep_columns_argument(parser)
     parser.add_argument(
         "--token-scores",
         action="store_const",
@@ -58,7 +51,6 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> None:
             "score down)",
         ),  # fmt: skip
     )
-    parser.add_argument("--num-actors", type=int, help=for_key("ray.num_actors", "model replicas"))
     parser.add_argument(
         "--skip-bad-shards",
         action="store_const",
@@ -92,7 +84,6 @@ def run(args: argparse.Namespace) -> int:
             "data.skip_bad_shards": args.skip_bad_shards,
             "data.drop_missing": args.drop_missing,
             "data.require_unique_ids": args.require_unique_ids,
-            "ray.num_actors": args.num_actors,
             **prefix_flags(args),
         },
     )
@@ -133,6 +124,11 @@ def _list_inputs(skipped_files: dict[str, str], changes: Sequence[str] = ()) -> 
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("score", help="score documents with Ray Data actor pools")
+    parser = subparsers.add_parser(
+        "score",
+        help="score documents with Ray Data actor pools",
+        epilog="example:\n  minkscan score --input testset.parquet --keep-columns label,text "
+        "--output out/testset-scores",
+    )
     add_score_arguments(parser)
     parser.set_defaults(func=run)

@@ -25,7 +25,8 @@ from minkscan.distributed.pipeline import (
 from minkscan.distributed.session import joins_cluster
 from minkscan.distributed.spec import StageSpec
 from minkscan.io.changes import InputChanges, input_changes
-from minkscan.io.inputs import InputError, InputFile, Piece, spec_roots
+from minkscan.io.inputs import InputError, InputFile, Piece
+from minkscan.io.ownership import check_apart
 from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.planning import plan_inputs
 from minkscan.io.record import RunRecord
@@ -99,20 +100,6 @@ def run_record(config: ScanConfig, columns: list[str]) -> RunRecord:
     return RunRecord(columns, layout, identity)
 
 
-def check_apart(output_root: str, specs: list[str], files: list[InputFile]) -> None:
-    """Refuse an output inside a directory (or glob) an input reads, and an input inside
-    the output: score files must never be read back as documents."""
-    for root, whole_tree in spec_roots(specs):
-        if whole_tree and (output_root == root or output_root.startswith(root + "/")):
-            raise InputError(
-                f"output {output_root} is inside the input {root}: its score files would be "
-                "read as documents; put the output outside the input"
-            )
-    inside = [file.path for file in files if file.path.startswith(output_root + "/")]
-    if inside:
-        raise InputError(f"input {inside[0]} is inside the output {output_root}")
-
-
 def check_device(config: ScanConfig) -> None:
     """``model.device: cuda`` where the embedded Ray has no CUDA fails now, not in an actor."""
     devices = [config.model.device]
@@ -146,7 +133,7 @@ def plan_run(config: ScanConfig) -> RunPlan:
         fs, data, id_column=data.id_column, keep_columns=kept_input_columns(config)
     )
     files = sorted({piece.file for piece in inputs.pieces}, key=lambda file: file.path)
-    check_apart(output.root, list(data.input), files)
+    check_apart(output.root, list(data.input), [file.path for file in files])
     check_device(config)
     for model in [config.model, config.baselines.reference_model]:
         if model is not None:
@@ -185,7 +172,8 @@ def plan_run(config: ScanConfig) -> RunPlan:
 
 def resume(output: ScoreOutput, pieces: list[Piece]) -> tuple[list[Piece], int, int]:
     """The pieces still to score (a partly committed one with its done rows), how many were
-    complete, and their rows. Reads file names only, and rows of partial pieces."""
+    complete, and the rows already committed (of complete pieces and of partly committed
+    ones: what a resume keeps). Reads file names only, and rows of partial pieces."""
     complete, partial = output.completion(output.parts())
     to_score, done_before, rows_before = [], 0, 0
     for piece in pieces:
@@ -198,7 +186,9 @@ def resume(output: ScoreOutput, pieces: list[Piece]) -> tuple[list[Piece], int, 
             done_before += 1
             rows_before += key.rows
         elif key in partial:
-            to_score.append(replace(piece, done_rows=tuple(output.committed_rows(partial[key]))))
+            done_rows = tuple(output.committed_rows(partial[key]))
+            rows_before += len(done_rows)
+            to_score.append(replace(piece, done_rows=done_rows))
         else:
             to_score.append(piece)
     return to_score, done_before, rows_before

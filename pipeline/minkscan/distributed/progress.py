@@ -41,6 +41,9 @@ class _Totals:
     statuses: Counter = field(default_factory=Counter)
 
 
+LOADING, SCORING = "loading the model", "scoring"
+
+
 @dataclass
 class Progress:
     """Running totals of the commit's statistics, shown as they come and on a clock: one bar
@@ -58,6 +61,9 @@ class Progress:
     redraw: float | None = 1.0
     started: float = field(default_factory=time.perf_counter)
     last_line: float = field(default_factory=time.perf_counter)
+    # What the run is doing: the actors start (their model loads and is probed) until the
+    # first scored rows arrive; from then on it scores.
+    phase: str = LOADING
     bar: Any = None
     _ticker: threading.Event | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -71,7 +77,7 @@ class Progress:
         if terminal:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=self.total, unit="doc", desc="scoring", ncols=width)
+            self.bar = tqdm(total=self.total, unit="doc", desc=self.phase, ncols=width)
         if self.redraw is not None:
             self._ticker = threading.Event()
             threading.Thread(target=self._tick, args=(self._ticker,), daemon=True).start()
@@ -97,11 +103,15 @@ class Progress:
             totals.tokens += tokens
             totals.statuses.update(json.loads(statuses))
             self.seconds.update(json.loads(seconds))
+        if self.scored:
+            self.phase = SCORING
 
     def show(self) -> None:
         """Bring the bar up to date; without one, log the line if ``every`` has passed."""
         with self._lock:
             if self.bar is not None:
+                if self.bar.desc != self.phase:
+                    self.bar.set_description_str(self.phase, refresh=False)
                 self.bar.update(self.scored - self.bar.n)
                 return
             now = self.clock()
@@ -110,7 +120,13 @@ class Progress:
                 logger.info("progress: %s", self.line(now))
 
     def line(self, now: float) -> str:
-        """'1,200 of 3,000 documents (40%), 52.1 docs/s, ETA 0:00:35'."""
+        """'1,200 of 3,000 documents (40%), 52.1 docs/s, ETA 0:00:35', after 'loading the
+        model: ' while no document is scored yet."""
+        if self.phase != SCORING:
+            return f"{self.phase}: {self._counts(now)}"
+        return self._counts(now)
+
+    def _counts(self, now: float) -> str:
         scored = self.scored
         rate = scored / max(now - self.started, 1e-9)
         if not self.total:

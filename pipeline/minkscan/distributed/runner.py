@@ -104,6 +104,9 @@ def _score(
     interrupted: KeyboardInterrupt | None = None
     terminal = sys.stderr.isatty() and not verbose()  # asked before quiet_ray pipes stderr
     width = shutil.get_terminal_size().columns
+    if terminal and not joins_cluster(config):  # the wait before the bar: Ray's start-up
+        counted = "" if progress.total is None else f" ({progress.total:,} documents to score)"
+        logger.info("starting Ray on this machine%s", counted)
     try:
         with quiet_ray(), ray_session(config, plan.stages), data_context(**settings):
             warn_if_too_small(config, plan.stages)

@@ -1,8 +1,9 @@
-"""The benchmark run: score labelled Parquet through the Ray pipeline and build the
-paper-style tables.
+"""The benchmark run: score labelled Parquet through the Ray pipeline (or read scores already
+made) and build the paper-style tables.
 
 Offline scoring goes through `minkscan.distributed.run_scoring`, the same pipeline (and
-baseline stages) as `minkscan score`; online detection scores in-process.
+baseline stages) as `minkscan score`; online detection scores in-process; `tabulate_scores`
+reads a score output's rows as they are.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pyarrow.parquet as pq
 
 from minkscan.config import ConfigError, ScanConfig
 from minkscan.distributed.runner import run_scoring
-from minkscan.evaluation.blind import BLIND, with_blind_scores
+from minkscan.evaluation.blind import BLIND, MIN_TEXTS, with_blind_scores
 from minkscan.evaluation.online import chunk_scores, label_chunks, online_setting
 from minkscan.evaluation.tables import (
     BLIND_ROW,
@@ -29,12 +30,13 @@ from minkscan.evaluation.tables import (
     k_sweep_columns,
     method_columns,
     metric_table,
+    small_groups,
     to_markdown,
 )
 from minkscan.io.inputs import InputError
 from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.scores import read_scores
-from minkscan.methods import LOSS, single_pass_columns
+from minkscan.methods import LOSS
 from minkscan.models.loading import load_model
 from minkscan.schema import GROUP, ID, LABEL, ROW, SOURCE, STATUS, TEXT
 from minkscan.scorer import DocumentScorer
@@ -42,8 +44,9 @@ from minkscan.scorer import DocumentScorer
 
 @dataclass(frozen=True)
 class BenchmarkResult:
-    """Scores (one row per document, or per chunk online), the three tables, and the forward
-    passes per document with the model seconds they took (same keys)."""
+    """Scores (one row per document, or per chunk online), the three tables, the forward
+    passes per document with the model seconds they took (same keys; empty when the scores
+    were read, not made), and notes: what the tables leave out and where they are thin."""
 
     scores: pl.DataFrame
     main: pl.DataFrame
@@ -51,14 +54,20 @@ class BenchmarkResult:
     decomposition: pl.DataFrame
     forward_passes: dict[str, int]
     pass_seconds: dict[str, float]
+    notes: tuple[str, ...] = ()
 
     def markdown(self) -> str:
         passes = ", ".join(
             f"{name} {n} ({self.pass_seconds.get(name, 0.0):.1f} s)"
             for name, n in self.forward_passes.items()
         )
-        heading = f"Forward passes per document (model seconds): {passes}"
-        return f"{heading}\n\n" + "\n\n".join(
+        heading = (
+            f"Forward passes per document (model seconds): {passes}" if passes
+            else "Scores read as they are (no forward pass)"
+        )  # fmt: skip
+        notes = "".join(f"\n\nNote: {note}" for note in self.notes)
+        counts = "n_<group>: scored members/non-members."
+        return f"{heading}{notes}\n\n{counts}\n\n" + "\n\n".join(
             f"## {title}\n\n{to_markdown(table)}"
             for title, table in (
                 ("Methods", self.main),
@@ -77,6 +86,7 @@ class BenchmarkResult:
         content = {k: t.to_dicts() for k, t in tables.items()}
         content["forward_passes"] = self.forward_passes
         content["pass_seconds"] = self.pass_seconds
+        content["notes"] = list(self.notes)
         written[2].write_text(json.dumps(content, indent=2))
         for name, table in tables.items():
             path = directory / f"{name}.csv"
@@ -87,24 +97,53 @@ class BenchmarkResult:
 
 def _tabulate(
     labelled: pl.DataFrame,
-    config: ScanConfig,
     k: int,
     forward_passes: dict[str, int],
     pass_seconds: dict[str, float],
+    *,
+    blind_expected: bool = True,
 ) -> BenchmarkResult:
-    scoring = config.scoring
-    columns = single_pass_columns(scoring)
-    # The blind baseline is a row of every table when every group had enough texts for it.
-    has_blind = BLIND in labelled.columns and not labelled[BLIND].null_count()
+    """The three tables over every score column ``labelled`` holds, with the blind baseline
+    as a row where every group had enough texts for it (and, where ``blind_expected``, a note
+    saying why not)."""
+    columns = labelled.columns
+    has_blind = BLIND in columns and not labelled[BLIND].null_count()
     blind = {BLIND_ROW: BLIND} if has_blind else {}
+    notes = small_groups(labelled)
+    if blind_expected and not has_blind:
+        notes.append(_no_blind_note(labelled))
+    if not method_columns(columns, k):
+        raise InputError(f"the scores hold no main-table method's column at k={k} (columns: "
+                         f"{columns[:8]}): give --main-k a k the scores have")  # fmt: skip
     return BenchmarkResult(
         scores=labelled,
         forward_passes=forward_passes,
         pass_seconds=pass_seconds,
-        main=metric_table(labelled, method_columns(labelled.columns, k) | blind, detailed=True),
+        main=metric_table(labelled, method_columns(columns, k) | blind, detailed=True),
         k_sweep=metric_table(labelled, k_sweep_columns(columns) | blind),
         decomposition=metric_table(labelled, decomposition_columns(columns, k) | blind),
+        notes=tuple(notes),
     )
+
+
+def _no_blind_note(labelled: pl.DataFrame) -> str:
+    """Why the blind baseline's row is missing."""
+    if TEXT not in labelled.columns:
+        return (f"no blind-baseline row: the scores hold no '{TEXT}' column (keep it with "
+                f"`minkscan score --keep-columns {LABEL},{TEXT}`)")  # fmt: skip
+    return (f"no blind-baseline row: a group has fewer than {MIN_TEXTS} texts of a label, too "
+            "few to train the text-only classifier on")  # fmt: skip
+
+
+def tabulate_scores(scores: pl.DataFrame, k: int = 20) -> BenchmarkResult:
+    """The tables from score rows already made (columns id, label, group, status, the score
+    columns, and text when kept), nothing re-scored: the blind baseline is trained on the
+    kept texts."""
+    _check_scored(scores)
+    if TEXT in scores.columns:
+        blind = with_blind_scores(scores, TEXT, LABEL, GROUP).select(ID, BLIND)
+        scores = scores.join(blind, on=ID, how="left", maintain_order="left")
+    return _tabulate(scores, k, {}, {})
 
 
 @contextmanager
@@ -150,7 +189,7 @@ def run_benchmark(
     _check_scored(labelled)
     blind = with_blind_scores(data, TEXT, LABEL, GROUP).select(ID, BLIND)
     labelled = labelled.join(blind, on=ID, how="left", maintain_order="left")
-    return _tabulate(labelled, config, k, summary.forward_passes, summary.pass_seconds)
+    return _tabulate(labelled, k, summary.forward_passes, summary.pass_seconds)
 
 
 def _write_input(fs: pafs.FileSystem, path: str, data: pl.DataFrame) -> None:
@@ -199,4 +238,5 @@ def run_online_benchmark(
     chunks = chunk_scores(scorer, setting[ID].to_list(), setting[TEXT].to_list(), chunk_tokens)
     label = "all chunks of a document"
     seconds = {label: time.perf_counter() - started}
-    return _tabulate(label_chunks(scorer, setting, chunks), config, k, {label: 1}, seconds)
+    chunks = label_chunks(scorer, setting, chunks)
+    return _tabulate(chunks, k, {label: 1}, seconds, blind_expected=False)

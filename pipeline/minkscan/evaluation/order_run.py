@@ -43,7 +43,7 @@ from minkscan.evaluation.order_shards import (
 )
 from minkscan.evaluation.order_test import Cost, OrderSettings, OrderTestResult, order_statistics
 from minkscan.io.inputs import InputError
-from minkscan.io.ownership import check_owned
+from minkscan.io.ownership import check_apart, check_owned
 from minkscan.io.paths import filesystem_for, fs_path, join, write_text
 from minkscan.io.record import differences
 from minkscan.methods import LOSS
@@ -201,6 +201,7 @@ def run_order_test(
     plan = asdict(settings) | {"inputs": examples.files, "examples": len(texts),
                                "orderings": digest}  # fmt: skip
     fs = filesystem_for([output], config.data.s3)
+    check_apart(fs_path(output), list(config.data.input), examples.files)
     _write_orderings(fs, output, table, plan, config.data.s3)
     scoring = order_config(config, output, settings)
     announce(f"order test: {len(texts)} examples ({settings.scored()}) in {settings.shards} "

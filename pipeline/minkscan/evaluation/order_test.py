@@ -132,11 +132,11 @@ SCOPE = (
     " The test detects training on the file in its published order and is silent about "
     "shuffled, reformatted or paraphrased copies"
 )
-# The audits that still answer where the order test cannot (README's table).
+# The audits that still answer where the order test cannot (docs/audits.md).
 OTHER_AUDITS = (
     "dataset inference against a private held-out split (`report --heldout`) or the "
-    "calibrated report on known non-members of the same kind of text (README: Which audit "
-    "answers which question)"
+    "calibrated report on known non-members of the same kind of text (docs/audits.md: which "
+    "audit answers which question)"
 )
 # A result's decision, in the verdict and order_test.json.
 EVIDENCE, NO_EVIDENCE, WITHHELD = "evidence", "no evidence", "withheld"
@@ -228,7 +228,8 @@ class OrderTestResult:
         stats = self.statistics
         evidence = (
             f"(sharded order test over {stats.shards} shards of {self.examples} examples, "
-            f"{stats.permutations} shuffles each: published minus shuffled log-likelihood "
+            f"{stats.permutations} shuffle{'s' if stats.permutations != 1 else ''} each: "
+            "published minus shuffled log-likelihood "
             f"{stats.mean_difference:+.3g} nats on average, one-sided t-test p = "
             f"{stats.t_p_value:.2g}, exact permutation p = {stats.permutation_p_value:.2g})"
         )

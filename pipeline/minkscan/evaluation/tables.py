@@ -17,6 +17,9 @@ from minkscan.statistics import auroc, bootstrap_interval, fpr_at_tpr, tpr_at_fp
 
 ALL_GROUPS = "all"
 BOOTSTRAP_RESAMPLES = 200
+# Below this many scored documents of either label in a group, an AUROC's 95% interval is
+# wider than about +-0.15 (Hanley-McNeil at AUROC 0.5: sqrt(61 / (12 * 30 * 30)) = 0.075).
+MIN_PER_LABEL = 30
 # The row of the blind baseline (`minkscan.evaluation.blind`), and the column that marks
 # the methods that do not beat it.
 BLIND_ROW = "Blind baseline (text only, no model)"
@@ -66,7 +69,8 @@ def metric_table(
     detailed: bool = False,
     n_resamples: int = BOOTSTRAP_RESAMPLES,
 ) -> pl.DataFrame:
-    """One row per method; ``auroc_<group>`` and ``tpr@<fpr>_<group>`` columns per group.
+    """One row per method; ``n_<group>`` (scored members / non-members, as text),
+    ``auroc_<group>`` and ``tpr@<fpr>_<group>`` columns per group.
 
     ``detailed`` adds, per group, the 95% bootstrap interval of AUROC (``auroc_<group>_lo``,
     ``auroc_<group>_hi``; ``n_resamples`` stratified resamples, fixed seed), ``tpr@0.01fpr``
@@ -81,6 +85,7 @@ def metric_table(
             subset = frame if group == ALL_GROUPS else frame.filter(pl.col(GROUP) == group)
             subset = subset.drop_nulls(column)
             labels, scores = subset[LABEL].to_list(), subset[column].to_list()
+            row[f"n_{group}"] = f"{sum(labels)}/{len(labels) - sum(labels)}"
             try:
                 row[f"auroc_{group}"] = auroc(labels, scores)
                 if detailed:
@@ -96,6 +101,23 @@ def metric_table(
         rows.append(row)
     table = pl.DataFrame(rows)
     return _marked_against_blind(table) if BLIND_ROW in methods else table
+
+
+def small_groups(frame: pl.DataFrame, minimum: int = MIN_PER_LABEL) -> list[str]:
+    """A sentence per group (and for all groups together) with fewer than ``minimum`` documents
+    of either label: its AUROC and TPR are too noisy to rank methods by."""
+    frame = frame.with_columns(pl.col(GROUP).cast(pl.Utf8))
+    sentences = []
+    for group in _groups(frame):
+        subset = frame if group == ALL_GROUPS else frame.filter(pl.col(GROUP) == group)
+        members = int((subset[LABEL] == 1).sum())
+        nonmembers = subset.height - members
+        if min(members, nonmembers) < minimum:
+            sentences.append(
+                f"group {group} has {members} members and {nonmembers} non-members: with fewer "
+                f"than {minimum} of either label its AUROC's 95% interval is wider than +-0.15"
+            )
+    return sentences
 
 
 def _marked_against_blind(table: pl.DataFrame) -> pl.DataFrame:

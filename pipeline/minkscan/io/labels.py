@@ -19,6 +19,7 @@ from minkscan.schema import GROUP, ID, LABEL, TEXT
 # Text forms of a label (CSV and JSON may carry labels as text).
 _TEXT_FORMS = {"1": 1, "0": 0, "true": 1, "false": 0}
 EXAMPLES = 3
+ALL_INPUTS = "all"  # the group of score rows that keep no group column
 
 
 class LabelError(UserError, ValueError):
@@ -128,3 +129,64 @@ def read_labelled(paths: Sequence[str]) -> pl.DataFrame:
     if duplicated:
         raise InputError(f"ids must be unique across --data files; repeated: {duplicated[:5]}")
     return data
+
+
+def read_labelled_scores(
+    paths: Sequence[str], labels: str | None, group: str = GROUP
+) -> pl.DataFrame | None:
+    """Score rows (`minkscan score` outputs or score Parquet files) with 0/1 labels from their
+    own ``label`` column or the ``labels`` file, and a ``group`` (the kept ``group`` column;
+    rows without one are the group ``all``, as members and non-members are often scored
+    apart); None when ``paths`` are labelled texts to score. A mix of both is refused."""
+    from minkscan.io.scores import read_scores
+
+    kinds = [_holds_scores(path) for path in paths]
+    if not any(kinds):
+        return None
+    if not all(kinds):
+        texts = [p for p, scored in zip(paths, kinds, strict=True) if not scored]
+        raise InputError(f"--input mixes score outputs with labelled texts to score ({texts[0]}"
+                         "): give one kind")  # fmt: skip
+    frames = []
+    for path in paths:
+        frame = pl.from_arrow(read_scores(path).table)
+        assert isinstance(frame, pl.DataFrame)
+        if labels is not None:
+            given = pl.from_arrow(read_scores(labels).table)
+            assert isinstance(given, pl.DataFrame)
+            frame = joined_labels(frame, given, f"--labels {labels}")
+        elif LABEL not in frame.columns:
+            raise LabelError(f"{path} has no '{LABEL}' column: keep it with `minkscan score "
+                             f"--keep-columns {LABEL},{TEXT}`, or give --labels")  # fmt: skip
+        frame = frame.with_columns(checked_labels(frame[LABEL], f"{path}'s '{LABEL}' column"))
+        unique_labels(frame.select(ID, LABEL), LABEL, f"{path}'s '{LABEL}' column")
+        if group in frame.columns and group != GROUP:
+            frame = frame.drop(GROUP, strict=False).rename({group: GROUP})
+        elif group != GROUP:
+            raise InputError(f"{path} has no column '{group}' (--group-column): keep it with "
+                             f"`minkscan score --keep-columns {group}`")  # fmt: skip
+        elif GROUP not in frame.columns:
+            frame = frame.with_columns(pl.lit(ALL_INPUTS).alias(GROUP))
+        frames.append(frame.with_columns(pl.col(ID).cast(pl.Utf8), pl.col(GROUP).cast(pl.Utf8)))
+    data = pl.concat(frames, how="diagonal_relaxed")
+    repeated = data.filter(pl.col(ID).is_duplicated())[ID].unique().sort().to_list()
+    if repeated:
+        raise InputError(f"ids must be unique across --input score outputs; repeated: "
+                         f"{repeated[:EXAMPLES]}")  # fmt: skip
+    return data
+
+
+def _holds_scores(path: str) -> bool:
+    """Whether ``path`` is a score output (a directory or ``s3://`` prefix) or a Parquet file
+    with a status column, as `minkscan score` writes."""
+    import pyarrow.parquet as pq
+
+    from minkscan.schema import STATUS
+
+    local = Path(path)
+    if path.startswith("s3://") or local.is_dir():
+        return True
+    try:
+        return STATUS in pq.read_schema(local).names
+    except (OSError, ValueError):
+        return False  # read_labelled names what is wrong with it

@@ -1,9 +1,12 @@
-"""One rule for every command's output directory: it holds only what that command writes.
+"""One rule for every command's output directory: it holds only what that command writes,
+and it is apart from what the command reads.
 
 `score` keeps its outputs by this rule (`minkscan.io.scores.ScoreOutput`); `report`,
 `benchmark`, `order-test` and `nightly`'s report take theirs by `check_owned` before any
 work: a directory holding anything else -- a user's files, another command's output -- is
 refused in one line naming what it holds, so no command overwrites a file it did not write.
+`check_apart` refuses an output inside what a command reads, or an input inside its output
+(`score`, `nightly`, `order-test`), so nothing written is read back as input.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import pyarrow.fs as pafs
 
 from minkscan.errors import UserError
+from minkscan.io.inputs import InputError, spec_roots
 from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.schema import MARKER
 
@@ -42,3 +46,18 @@ def check_owned(
         raise NotOwned(f"{flag} {directory} holds files this command did not write ("
                        f"{', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}): give a "
                        "new or empty directory")  # fmt: skip
+
+
+def check_apart(output_root: str, specs: list[str], paths: list[str]) -> None:
+    """Refuse an output (``output_root``, as `fs_path` gives it) inside a directory (or glob)
+    an input spec reads, and an input file (``paths``) inside the output: what a command
+    writes must never be read back as its input."""
+    for root, whole_tree in spec_roots(specs):
+        if whole_tree and (output_root == root or output_root.startswith(root + "/")):
+            raise InputError(
+                f"output {output_root} is inside the input {root}: its files would be "
+                "read as documents; put the output outside the input"
+            )
+    inside = [path for path in paths if path.startswith(output_root + "/")]
+    if inside:
+        raise InputError(f"input {inside[0]} is inside the output {output_root}")

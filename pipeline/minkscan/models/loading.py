@@ -136,10 +136,10 @@ def load_tokenizer(config: ModelConfig) -> PreTrainedTokenizerBase:
 def load_model(config: ModelConfig, gpus: int = 1) -> LoadedModel:
     """Load model + tokenizer for ``config.name`` on ``config.device`` in ``config.dtype``;
     with ``gpus`` > 1, one replica split over that many GPUs (models larger than one)."""
+    if not logging.getLogger("minkscan").isEnabledFor(logging.DEBUG):  # bars only with -v
+        transformers_logging.disable_progress_bar()  # the first use's conversion's too
     source = _source(config)
     common = {"revision": config.revision, "trust_remote_code": config.trust_remote_code}
-    if not logging.getLogger("minkscan").isEnabledFor(logging.DEBUG):  # bars only with -v
-        transformers_logging.disable_progress_bar()
     tokenizer = load_tokenizer(config)
     device_map = placement(config, gpus)
     device = resolve_device(config.device) if device_map is None else torch.device("cuda")

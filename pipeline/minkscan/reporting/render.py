@@ -174,6 +174,29 @@ def markdown_summary(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
+def top_lines(report: Report) -> list[str]:
+    """The most member-like documents as the terminal shows them: one line each with its
+    rank, id, group, score, whether it is flagged (and its conformal p and FDR selection),
+    and the words that pulled its score down when the scores kept the text."""
+    cal = report.calibration.methods[report.primary_method]
+    if not report.top_documents:
+        return ["No scored document to show."]
+    digits = distinct_digits([d.score for d in report.top_documents], cal.threshold)
+    lines = [f"Most member-like documents ({report.primary_method}; flagged when score > "
+             f"{cal.threshold:.{digits}g}):"]  # fmt: skip
+    for rank, d in enumerate(report.top_documents, 1):
+        flagged = "flagged" if is_flagged(d.score, cal.threshold) else "not flagged"
+        fdr = (
+            ""
+            if d.p_value is None
+            else (f", conformal p {format_p(d.p_value)}{', selected' if d.selected else ''}")
+        )
+        words = f"; lowest-z words: {' · '.join(d.lowest_tokens[:8])}" if d.lowest_tokens else ""
+        lines.append(f"  {rank}. {d.id} ({d.group}): score {d.score:.{digits}g}, "
+                     f"{flagged}{fdr}{words}")  # fmt: skip
+    return lines
+
+
 def html_page(report: Report) -> str:
     """The whole report as one HTML page with no external resources and no scripts."""
     figures = {

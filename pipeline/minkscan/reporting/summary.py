@@ -33,11 +33,11 @@ CONTAMINATED, NO_EVIDENCE, INCONCLUSIVE = "contaminated", "no evidence", "inconc
 NOT_ESTIMATED_SHIFT = (
     "not estimated: the group differs from the calibration non-members by text alone"
 )
-# Where a person turns when the verdict cannot answer (README's table of audits).
+# Where a person turns when the verdict cannot answer (docs/audits.md).
 OTHER_AUDITS = (
     "for an answer, calibrate on known non-members of the same kind of text, or run "
-    "dataset inference (--heldout) or the order test (README: Which audit answers which "
-    "question)"
+    "dataset inference (--heldout) or the order test (docs/audits.md: which audit "
+    "answers which question)"
 )
 # Said once, where an estimate reads "at least" (`Report.at_least_note` fills in why).
 AT_LEAST_NOTE = (
