@@ -135,13 +135,18 @@ def sorted_by_topic(texts: list[str], seed: int) -> list[str]:
 
 def order_part(args, texts: list[str], by_label: dict[int, list[str]]) -> list[str]:
     """The exposed file and its control (``exposure`` in --parts), then the base model's
-    nulls and sorted files (``null``)."""
+    nulls (``null``; runs --null-first to --null-runs, so that runs can be split between
+    processes) and sorted files (``sorted``)."""
     rng = random.Random(args.seed)
     published = lines(rng.sample(texts, args.examples))  # a seeded "published" file
     chosen = set(published)
     rest = [t for t in lines(texts) if t not in chosen]
     rows = exposure_rows(args, published) if "exposure" in args.parts else []
-    return rows + (null_rows(args, published, rest, by_label) if "null" in args.parts else [])
+    if "null" in args.parts:
+        rows += null_rows(args, rest)
+    if "sorted" in args.parts:
+        rows += sorted_rows(args, published, by_label)
+    return rows
 
 
 def exposure_rows(args, published: list[str]) -> list[str]:
@@ -166,12 +171,12 @@ def exposure_rows(args, published: list[str]) -> list[str]:
     return rows
 
 
-def null_rows(args, published: list[str], rest: list[str],
-              by_label: dict[int, list[str]]) -> list[str]:  # fmt: skip
-    rows = []
+def null_rows(args, rest: list[str]) -> list[str]:
+    """The base model on seeded random "published" orders of unseen text."""
     base = scorer(args.model)
     null_rows, detectable, below = [], [], 0
-    for run in range(args.null_runs):
+    runs = range(args.null_first, args.null_runs)
+    for run in runs:
         sample = random.Random(1000 + run).sample(rest, args.null_examples)
         stats = order_test(base, sample, args.null_shards, args.null_permutations, run)
         below += stats.t_p_value < 0.05
@@ -181,13 +186,18 @@ def null_rows(args, published: list[str], rest: list[str],
               f"{stats.permutation_p_value:.3f}, detectable {detectable[-1]:.3g}",
               flush=True)  # fmt: skip
     checks = [check(random.Random(2000 + r).sample(rest, args.null_examples), args.null_shards)
-              for r in range(args.null_runs)]  # fmt: skip
+              for r in runs]  # fmt: skip
     fired = sum(not c.exchangeable for c in checks)
-    rows.append(f"| null: base model, {args.null_runs} random orders of unseen text | "
-                f"{args.null_shards} x {args.null_permutations} | - | {below} of "
-                f"{args.null_runs} below 0.05 (median {np.median(null_rows):.2g}) | - | "
-                f"median {np.median(detectable):.3g} | fired on {fired} of "
-                f"{args.null_runs} |")  # fmt: skip
+    return [f"| null: base model, runs {runs.start}-{runs.stop - 1}: random orders of unseen "
+            f"text | {args.null_shards} x {args.null_permutations} | - | {below} of "
+            f"{len(runs)} below 0.05 (median {np.median(null_rows):.2g}) | - | "
+            f"median {np.median(detectable):.3g} | fired on {fired} of {len(runs)} |"]  # fmt: skip
+
+
+def sorted_rows(args, published: list[str], by_label: dict[int, list[str]]) -> list[str]:
+    """The base model on files sorted by topic, by source and by length."""
+    base = scorer(args.model)
+    rows = []
     sorted_files = {
         "sorted by topic (k-means on TF-IDF)": sorted_by_topic(published, args.seed),
         "sorted by source (2024 events, then pre-2017)": lines(
@@ -250,18 +260,20 @@ def main() -> None:
     parser.add_argument("--order-epochs", type=int, default=3)
     parser.add_argument("--order-lr", type=float, default=5e-5)
     parser.add_argument("--null-runs", type=int, default=20)
+    parser.add_argument("--null-first", type=int, default=0, help="first null run (to split "
+                        "runs between processes)")  # fmt: skip
     parser.add_argument("--null-examples", type=int, default=60)
     parser.add_argument("--null-shards", type=int, default=10)
     parser.add_argument("--null-permutations", type=int, default=10)
-    parser.add_argument("--parts", nargs="+", default=["exposure", "null", "inference"],
-                        choices=["exposure", "null", "inference"])  # fmt: skip
+    parts = ["exposure", "null", "sorted", "inference"]
+    parser.add_argument("--parts", nargs="+", default=parts, choices=parts)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     frame = pl.read_parquet(WIKIMIA / "length32.parquet")
     texts = list(dict.fromkeys(frame["text"].to_list()))
     by_label = {label: frame.filter(pl.col("label") == label)["text"].to_list() for label in (0, 1)}
     table = []
-    if {"exposure", "null"} & set(args.parts):
+    if {"exposure", "null", "sorted"} & set(args.parts):
         table += [
             "| file and model | shards x shuffles | published - shuffled (nats) | t-test p "
             "| permutation p | detectable (nats, 80% power) | exchangeability p |",
@@ -275,7 +287,8 @@ def main() -> None:
             "|---|---|---|",
         ]
         table += inference_part(args)
-    (args.out / f"audit-{'-'.join(args.parts)}.md").write_text("\n".join(table) + "\n")
+    name = "-".join(args.parts) + (f"-from{args.null_first}" if args.null_first else "")
+    (args.out / f"audit-{name}.md").write_text("\n".join(table) + "\n")
     print("\n".join(table))
 
 

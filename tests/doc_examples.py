@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -73,9 +74,13 @@ def _commands(lines: list[str]) -> list[str]:
     return joined
 
 
-def run_page(text: str, env: dict[str, str], head: tuple[str, str] | None = None) -> int:
+Head = Callable[[], tuple[str, str]]  # starts (once) a loopback Ray head: address, token
+
+
+def run_page(text: str, env: dict[str, str], head: Head | None = None) -> int:
     """Run every example of a page in order in the current directory, asserting each one's
-    exit status; returns how many shell commands ran."""
+    exit status; returns how many shell commands ran. ``head`` is called where a command
+    needs a Ray head (an `export` of its token, a `ray job submit`)."""
     ran = 0
     for kind, code in examples(text):
         if kind == "yaml":
@@ -96,18 +101,18 @@ def run_page(text: str, env: dict[str, str], head: tuple[str, str] | None = None
     return ran
 
 
-def run_shell(command: str, env: dict[str, str], head: tuple[str, str] | None) -> tuple[int, str]:
+def run_shell(command: str, env: dict[str, str], head: Head | None) -> tuple[int, str]:
     """Run one command; returns its exit code and what it printed (for a job)."""
     if command.startswith("export "):
         assert head is not None, f"an export needs the loopback head: {command}"
-        command = command.replace("<the token the head was started with>", head[1])
+        command = command.replace("<the token the head was started with>", head()[1])
         for assignment in shlex.split(command)[1:]:
             name, _, value = assignment.partition("=")
             env[name] = value
         return 0, ""
     if command.startswith("ray job submit"):
         assert head is not None, f"a job needs the loopback head: {command}"
-        command = command.replace("http://HEAD:8265", f"http://{head[0]}")
+        command = command.replace("http://HEAD:8265", f"http://{head()[0]}")
         environment = os.environ | env | {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
         result = submit_job(shlex.split(command), environment, REPO)
         return result.returncode, result.stdout + result.stderr

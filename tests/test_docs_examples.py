@@ -7,6 +7,7 @@ every YAML block validated as a config."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import subprocess
@@ -82,12 +83,21 @@ def scratch(tmp_path, monkeypatch, s3_env):
 
 @pytest.fixture
 def head():
-    """A Ray head on loopback with token authentication; its jobs see moto through the env."""
-    token = secrets.token_hex(32)
-    env = os.environ | {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token,
-                        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
-    with ray_head(env, dashboard=True, num_cpus=3) as address:
-        yield address, token
+    """A Ray head on loopback with token authentication, started when a page first needs it
+    (so it is fresh, not idle through the pages before); its jobs see moto through the env."""
+    with contextlib.ExitStack() as stack:
+        started: list[tuple[str, str]] = []
+
+        def start() -> tuple[str, str]:
+            if not started:
+                token = secrets.token_hex(32)
+                env = os.environ | {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token,
+                                    "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+                address = stack.enter_context(ray_head(env, dashboard=True, num_cpus=3))
+                started.append((address, token))
+            return started[0]
+
+        yield start
 
 
 @pytest.fixture

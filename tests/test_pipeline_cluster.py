@@ -175,8 +175,9 @@ def test_a_run_beside_a_running_local_ray_without_a_terminal_is_quiet_and_its_ow
 
 
 def test_ctrl_c_and_sigterm_stop_a_run_in_one_line_and_the_rerun_resumes(tiny_llama_dir, tmp_path):
-    """SIGINT (Ctrl-C) and SIGTERM once a piece is committed: exit 130 and 143, one line
-    saying how many rows are committed and to re-run, no traceback, no C++ stack; each re-run
+    """SIGINT (Ctrl-C, twice 0.3 s apart) and SIGTERM once a piece is committed: exit 130
+    and 143, one line saying how many rows are committed and to re-run, no traceback, no C++
+    stack; each re-run
     resumes from what was committed (every committed id once). The commits are cut by time
     (commit_seconds 0: every scored block) with commit_rows at its default of 4,096, more
     than the whole input: what was scored before the stop is kept."""
@@ -195,6 +196,9 @@ def test_ctrl_c_and_sigterm_stop_a_run_in_one_line_and_the_rerun_resumes(tiny_ll
             assert job.poll() is None and time.monotonic() < deadline, job.stderr.read()[-3000:]
             time.sleep(0.05)
         job.send_signal(stop)
+        if stop == signal.SIGINT:  # an impatient second Ctrl-C, while the run shuts down
+            time.sleep(0.3)
+            job.send_signal(stop)
         _, stderr = job.communicate(timeout=120)
         lines = stderr.splitlines()
         rows = sum(part.rows for part in ScoreOutput(pafs.LocalFileSystem(), str(output)).parts())

@@ -5,6 +5,7 @@ outputs read from S3 by calibrate and report."""
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -213,3 +214,20 @@ def test_scores_and_calibration_of_different_models_are_warned(calibrated, audit
     assert any("'model-a' but the calibration from 'model-b'" in w for w in report.warnings)
     same = build_report(audited.lazy(), other, group_column="group", model="model-b")
     assert not any("thresholds do not transfer" in w for w in same.warnings)
+
+
+def test_an_at_least_note_sits_with_the_rows_it_speaks_of(audited, tmp_path) -> None:
+    """zlib, inverted here, has a calibration TPR below its FPR: its exploratory estimates are
+    lower bounds and say so beside them; the primary method's are not, so its table has no
+    note."""
+    rng = np.random.default_rng(13)
+    cal = frame(rng, 4000, 1000, "cal").with_columns((-pl.col("minkpp_k20")).alias("zlib"))
+    calibrated = calibrate(
+        cal.filter(pl.col("label") == 0), cal.filter(pl.col("label") == 1), n_resamples=50
+    )
+    report = build_report(audited.lazy(), calibrated, group_column="group")
+    assert not report.at_least and report.exploratory_at_least
+    page = html.unescape(Path(write_report(report, tmp_path)[0]).read_text())
+    before, fold = page.split("<details>")
+    assert "'at least'" not in before
+    assert "'at least': where a method's calibration TPR is unknown" in fold

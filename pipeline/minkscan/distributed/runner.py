@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import logging
 import shutil
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 
 import pyarrow.fs as pafs
 
@@ -102,6 +105,7 @@ def _score(
     settings = {"target_max_block_size": config.ray.block_bytes,
                 "raise_original_map_exception": True}  # fmt: skip
     interrupted: KeyboardInterrupt | None = None
+    restore_ctrl_c: Callable[[], None] = _nothing
     terminal = sys.stderr.isatty() and not verbose()  # asked before quiet_ray pipes stderr
     width = shutil.get_terminal_size().columns
     if terminal and not joins_cluster(config):  # the wait before the bar: Ray's start-up
@@ -129,18 +133,35 @@ def _score(
                         )
             except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (`Terminated`)
                 interrupted = interrupt
+                restore_ctrl_c = _ignore_ctrl_c()  # until the line below is ready
             finally:
                 progress.close()
             if interrupted is None:
                 return ids
+        # Ray is shut down: no commit writes any more, so the file names give the final count.
+        committed = sum(part.rows for part in plan.output.visible(plan.output.parts()))
     except Exception as error:
         cause = user_error_in(error)
         if cause is not None and cause is not error:
             raise cause from None
         raise
-    # Ray is shut down: no commit writes any more, so the file names give the final count.
-    committed = sum(part.rows for part in plan.output.visible(plan.output.parts()))
+    finally:
+        restore_ctrl_c()
     raise Interrupted(committed, interrupted_code(interrupted)) from None
+
+
+def _nothing() -> None:
+    """Nothing to restore."""
+
+
+def _ignore_ctrl_c() -> Callable[[], None]:
+    """Ignore Ctrl-C while a stopped run shuts Ray down and counts what it committed (a
+    second, impatient one would cut that short and lose the line saying how many rows are
+    kept); returns what restores the handler before."""
+    if threading.current_thread() is not threading.main_thread():
+        return _nothing
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return lambda: signal.signal(signal.SIGINT, previous)
 
 
 def _forget_reread(plan: RunPlan) -> None:

@@ -22,7 +22,7 @@ from minkscan.io.paths import join, write_parquet, write_text
 from minkscan.reporting import plots
 from minkscan.reporting.groups import GroupResult
 from minkscan.reporting.numbers import format_p, p_phrase, percent, significant_digits
-from minkscan.reporting.summary import INCONCLUSIVE, Report
+from minkscan.reporting.summary import EXPLORATORY_AT_LEAST_NOTE, INCONCLUSIVE, Report
 from minkscan.schema import DECISIONS, DECISIONS_CSV, GROUP, ID, SELECTED
 
 _ENVIRONMENT = jinja2.Environment(
@@ -217,6 +217,7 @@ def html_page(report: Report) -> str:
         digits=distinct_digits([d.score for d in report.top_documents], report.threshold),
         flagged=lambda score: is_flagged(score, report.threshold),
         at_least_note=report.at_least_note,
+        exploratory_at_least_note=EXPLORATORY_AT_LEAST_NOTE,
         fmt_p=format_p,
         p_phrase=p_phrase,
         version=importlib.metadata.version("minkscan"),

@@ -44,6 +44,9 @@ AT_LEAST_NOTE = (
     "'at least': {why}, so (flagged - FPR) / (1 - FPR) is a lower bound on the contaminated "
     "fraction"
 )
+EXPLORATORY_AT_LEAST_NOTE = AT_LEAST_NOTE.format(
+    why="where a method's calibration TPR is unknown (no members) or no higher than its FPR"
+)
 
 
 def _names(groups: list[str]) -> str:
@@ -134,6 +137,12 @@ class Report:
     def at_least(self) -> bool:
         """Whether some shown estimate is a lower bound (then `at_least_note` explains it)."""
         return any(self.estimated(r) and r.contamination_is_lower_bound for r in self.primary)
+
+    @property
+    def exploratory_at_least(self) -> bool:
+        """Whether some exploratory estimate is a lower bound (`EXPLORATORY_AT_LEAST_NOTE`
+        says why, beside those rows rather than the primary table's)."""
+        return any(self.estimated(r) and r.contamination_is_lower_bound for r in self.exploratory)
 
     @property
     def at_least_note(self) -> str:
