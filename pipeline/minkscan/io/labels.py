@@ -147,13 +147,12 @@ def read_labelled_scores(
         texts = [p for p, scored in zip(paths, kinds, strict=True) if not scored]
         raise InputError(f"--input mixes score outputs with labelled texts to score ({texts[0]}"
                          "): give one kind")  # fmt: skip
+    given = None if labels is None else pl.from_arrow(read_scores(labels).table)
     frames = []
     for path in paths:
         frame = pl.from_arrow(read_scores(path).table)
         assert isinstance(frame, pl.DataFrame)
-        if labels is not None:
-            given = pl.from_arrow(read_scores(labels).table)
-            assert isinstance(given, pl.DataFrame)
+        if isinstance(given, pl.DataFrame):  # read once, joined to every input
             frame = joined_labels(frame, given, f"--labels {labels}")
         elif LABEL not in frame.columns:
             raise LabelError(f"{path} has no '{LABEL}' column: keep it with `minkscan score "
