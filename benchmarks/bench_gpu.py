@@ -245,6 +245,7 @@ def bench_model(
         "tokens": tokens,
         "head": scorer.head_path,
         "body_compiled": bool(scorer.body.active),  # False: the start-up check kept it eager
+        "body_decisions": scorer.body.cache.decisions("compiled_body") if scorer.body.cache else {},
         "tokens_per_s_a": n_tokens / a_s,
         "tokens_per_s_b": n_tokens / b_s,
         "tokens_per_s_c": n_tokens / c_s,

@@ -436,10 +436,17 @@ def _fmt(value: object, pattern: str = "{:.3f}") -> str:
 
 def _compiled(row: dict[str, object]) -> str:
     """Whether (c) ran a compiled body: asked for and kept, asked for and dropped by the
-    start-up check (it disagreed with the eager body, or was not faster), or not asked."""
+    start-up check (less right than the eager body against float32, or not faster), or not
+    asked; with the check's figures where it ran."""
     if not row["compile"]:
         return "no"
-    return "asked, ran eager" if row.get("body_compiled") is False else "yes"
+    said = "asked, ran eager" if row.get("body_compiled") is False else "yes"
+    for decision in dict(row.get("body_decisions") or {}).values():
+        if "compiled_error" in decision:
+            said += (f" (error vs fp32 {decision['compiled_error']:.2g}, eager's "
+                     f"{decision['eager_error']:.2g})")  # fmt: skip
+            break
+    return said
 
 
 def _ratio(record: dict[str, object], top: str, bottom: str) -> float | None:

@@ -1,13 +1,18 @@
 """A compiled model body: fed a few fixed shapes, each compiled once, the same scores as
-eager, and dropped where it disagrees with eager or does not pay (Inductor is replaced by
-Dynamo's fast `aot_eager` backend here: the machinery is the same, the compile is quick)."""
+eager; judged against eager float32 with eager's own error as the yardstick, dropped where
+it is less right or not faster, and each decision remembered for the next run (Inductor is
+replaced by Dynamo's fast `aot_eager` backend here: the machinery is the same, the compile
+is quick)."""
 
 from __future__ import annotations
 
 import pytest
+import torch
 from minkscan.config import ScoringConfig
 from minkscan.models import compiled
-from minkscan.models.compiled import Body, compile_pays
+from minkscan.models.compiled import ERROR_FACTOR, Body, as_right_as_eager, compile_pays
+from minkscan.models.forward import TokenBatch
+from minkscan.models.probe_cache import probe_cache
 from minkscan.scorer import DocumentScorer
 from tiny_models import TRAINING_TEXT, build_tiny_model
 
@@ -62,7 +67,7 @@ def test_a_compiled_body_that_disagrees_with_eager_is_dropped_with_a_warning(mon
 
     monkeypatch.setattr(compiled.torch, "compile", off)
     scorer = DocumentScorer(loaded, ScoringConfig(compile=True))
-    with pytest.warns(RuntimeWarning, match="compiled model body disagrees with the eager one"):
+    with pytest.warns(RuntimeWarning, match="compiled model body is less right than the eager one"):
         result = scorer.score_frame(TEXTS)
     assert not scorer.body.active
     assert (result["minkpp_k20"] - expected["minkpp_k20"]).abs().max() < 1e-5
@@ -83,3 +88,84 @@ def test_auto_compiles_only_on_cuda_and_only_when_the_work_pays_for_it():
     # 30 s per shape against a 15% gain: 2 shapes pay for themselves after 400 s of work.
     assert not compile_pays(expected_tokens=10**6, eager_tokens_per_second=10**4, shapes=2)
     assert compile_pays(expected_tokens=10**7, eager_tokens_per_second=10**4, shapes=2)
+
+
+def bfloat16_llama():
+    loaded = build_tiny_model("llama")
+    loaded.model.to(torch.bfloat16)
+    return loaded
+
+
+def batch_of(loaded, rows: int = 4, width: int = 128) -> dict[str, torch.Tensor]:
+    ids = [[(7 * r + 3 * t) % 250 + 5 for t in range(width)] for r in range(rows)]
+    return TokenBatch.padded([(row, 0) for row in ids], 0, "right", loaded.device).model_inputs()
+
+
+def test_the_yardstick_is_eager_error_against_float32_times_a_stated_factor():
+    assert as_right_as_eager(compiled_error=0.010, eager_error=0.006)
+    assert not as_right_as_eager(compiled_error=ERROR_FACTOR * 0.006 + 1e-3, eager_error=0.006)
+    assert as_right_as_eager(compiled_error=5e-5, eager_error=0.0)  # a float32 model's floor
+
+
+@pytest.mark.usefixtures("quick_compile")
+def test_a_half_precision_body_as_right_as_eager_is_kept_and_the_model_keeps_its_dtype(
+    tmp_path,
+):
+    loaded = bfloat16_llama()
+    cache = probe_cache(loaded.model, tmp_path)
+    body = Body(loaded.model, True, cache=cache)
+    with torch.inference_mode():
+        body(batch_of(loaded))
+    decision = cache.get("compiled_body:aot_eager:4x128")
+    assert body.active and decision["keep"] and decision["right"]
+    assert 0 < decision["eager_error"] < 0.05  # bf16 rounding, measured against float32
+    assert decision["compiled_error"] <= ERROR_FACTOR * decision["eager_error"]
+    assert {p.dtype for p in loaded.model.parameters()} == {torch.bfloat16}
+    assert all(not p.is_inference() for p in loaded.model.parameters())
+
+
+@pytest.mark.usefixtures("quick_compile")
+def test_a_body_within_the_old_fixed_gap_but_less_right_than_eager_is_dropped(monkeypatch):
+    loaded = bfloat16_llama()
+    real = compiled.torch.compile
+
+    def off(module, **options):  # 2% of each hidden state's scale: under the old 3% gap
+        body = real(module, **options)
+
+        def run(**inputs):
+            hidden = body(**inputs)[0]
+            return (hidden + 0.02 * hidden.abs().amax(dim=-1, keepdim=True).flip(0),)
+
+        return run
+
+    monkeypatch.setattr(compiled.torch, "compile", off)
+    body = Body(loaded.model, True)
+    with pytest.warns(RuntimeWarning, match="less right than the eager one .* against float32"):
+        with torch.inference_mode():
+            body(batch_of(loaded))
+    assert not body.active
+
+
+@pytest.mark.usefixtures("quick_compile")
+def test_a_second_run_reuses_each_shapes_decision_without_checking_it_again(
+    monkeypatch, tmp_path
+):
+    loaded = bfloat16_llama()
+    cache = probe_cache(loaded.model, tmp_path)
+    with torch.inference_mode():
+        Body(loaded.model, True, cache=cache)(batch_of(loaded))
+    checks = []
+    monkeypatch.setattr(Body, "_float32_hidden", lambda self, inputs: checks.append(1))
+    monkeypatch.setattr(Body, "_timed", lambda self, *args: checks.append(1))
+    again = Body(loaded.model, True, cache=cache)
+    with torch.inference_mode():
+        hidden = again(batch_of(loaded))
+    assert again.active and not checks and hidden.shape == (4, 128, 32)
+
+    cache.put("compiled_body:aot_eager:4x128", {"keep": False})
+    compiles = []
+    monkeypatch.setattr(compiled.torch, "compile", lambda *a, **k: compiles.append(1))
+    dropped = Body(loaded.model, True, cache=cache)
+    with torch.inference_mode():
+        dropped(batch_of(loaded))
+    assert not dropped.active and not compiles

@@ -13,6 +13,7 @@ import minkscan.models.forward as forward  # noqa: E402
 import minkscan.models.probes as probes  # noqa: E402
 from minkscan.kernels.fused_head import token_stats_chunked, token_stats_triton  # noqa: E402
 from minkscan.models.forward import Tiles, TokenBatch, batch_token_stats  # noqa: E402
+from minkscan.models.probe_cache import probe_cache  # noqa: E402
 from minkscan.models.probes import choose_head_path  # noqa: E402
 from minkscan.scoring.token_stats import TokenStats, token_stats_from_hidden  # noqa: E402
 from tiny_models import build_tiny_model  # noqa: E402
@@ -196,6 +197,32 @@ def test_auto_head_keeps_the_fastest_fused_path_that_matches_the_logits(kind, fa
     kernel = batch_token_stats(model, batch, head=head, tiles=TILES)
     logits = batch_token_stats(model, batch, head=None, tiles=TILES)
     assert max_gap(kernel, logits) < 1e-4
+
+
+def test_the_fastest_head_is_remembered_and_not_timed_again_while_agreement_is_rechecked(
+    monkeypatch, tmp_path
+):
+    monkeypatch.setattr(probes, "triton_usable", lambda device: True)
+    clock = Clock()
+    for kernel, name in HEAD_FUNCTIONS.items():
+        if kernel != "chunked":
+            monkeypatch.setattr(forward, name, slowed(getattr(forward, name), clock))
+    model = build_tiny_model("llama").model
+    cache = probe_cache(model, tmp_path)
+    first = choose_head_path(model, "auto", probe_batch(), tiles_for, timer=clock, cache=cache)
+    assert first is not None and first.kernel == "chunked"
+    assert cache.get("fastest_head") == "chunked"
+
+    timed = []
+    monkeypatch.setattr(probes, "faster_head", lambda *args, **kwargs: timed.append(1))
+    again = choose_head_path(model, "auto", probe_batch(), tiles_for, timer=clock, cache=cache)
+    assert again is not None and again.kernel == "chunked" and not timed
+    # A remembered path that now disagrees with the logits is not used.
+    monkeypatch.setattr(forward, "token_stats_chunked", off_by_one(token_stats_chunked))
+    monkeypatch.setattr(probes, "faster_head", lambda heads, *args, **kwargs: heads[0])
+    with pytest.warns(RuntimeWarning, match="cuBLAS chunks with the Triton row pass\\) disagrees"):
+        third = choose_head_path(model, "auto", probe_batch(), tiles_for, timer=clock, cache=cache)
+    assert third is not None and third.kernel != "chunked"
 
 
 def off_by_one(function):

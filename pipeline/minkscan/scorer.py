@@ -31,6 +31,7 @@ from minkscan.models.compiled import Body, fixed_width
 from minkscan.models.forward import Segment, Tiles, TokenBatch, batch_token_stats
 from minkscan.models.loading import LoadedModel, load_model
 from minkscan.models.names import first_use_note
+from minkscan.models.probe_cache import probe_cache
 from minkscan.models.probes import choose_head_path, packing_agrees
 from minkscan.models.workspace import Shapes, auto_batch_tokens, batch_bytes, head_tiles
 from minkscan.schema import (
@@ -88,7 +89,11 @@ class DocumentScorer:
         probe = self.encode([PROBE_TEXT] * 2)
         probe_ids = [probe[0].input_ids, probe[1].input_ids[:-3]]
         probe_batch = self.pad([(ids, 0) for ids in probe_ids])
-        self.head = choose_head_path(loaded.model, scoring.head, probe_batch, self._tiles_for)
+        # Start-up decisions that cost seconds are remembered between runs on a GPU.
+        cache = probe_cache(loaded.model) if device.type == "cuda" else None
+        self.head = choose_head_path(
+            loaded.model, scoring.head, probe_batch, self._tiles_for, cache=cache
+        )
         self.tiles: Tiles = self._tiles_for(self.head.kernel if self.head else "logits")
         self.packing = scoring.packing and packing_agrees(
             loaded.model, self.head, probe_ids, self.pad_id, self.tiles
@@ -101,7 +106,7 @@ class DocumentScorer:
             CPU_MAX_ROWS if loaded.device.type != "cuda" else self.batch_tokens
         )
         compile_mode = scoring.compile if self.packing and self.head is not None else False
-        self.body = Body(loaded.model, compile_mode, expected_tokens=expected_tokens)
+        self.body = Body(loaded.model, compile_mode, expected_tokens=expected_tokens, cache=cache)
         self.aggregation = Aggregation(
             scoring, self.methods, self.columns, self.batch_tokens, self.reference
         )

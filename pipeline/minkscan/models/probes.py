@@ -30,6 +30,7 @@ from minkscan.models.forward import (
     find_linear_head,
     head_token_stats,
 )
+from minkscan.models.probe_cache import ProbeCache
 from minkscan.scoring.token_stats import TokenStats
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ def choose_head_path(
     probe_batch: TokenBatch,
     tiles_for: TilesFor,
     timer: Callable[[], float] = time.perf_counter,
+    cache: ProbeCache | None = None,
 ) -> LinearHead | None:
     """Return the LinearHead to use for the fused path, or None for the logits path.
 
@@ -59,8 +61,9 @@ def choose_head_path(
     kernel, cuBLAS chunks with a Triton row pass, the torch tiles; elsewhere the torch
     tiles), keeps those that match the logits path on ``probe_batch`` and, of several, the
     one that reduces a batch of rows fastest (as ``timer`` measures: tests drive a clock of
-    their own). 'fused', 'chunked' and 'triton' insist on theirs; 'logits' never uses one.
-    ``tiles_for(kernel)`` gives each path its tiles.
+    their own; ``cache`` remembers the fastest for the next run, while the cheap agreement
+    checks run every time). 'fused', 'chunked' and 'triton' insist on theirs; 'logits'
+    never uses one. ``tiles_for(kernel)`` gives each path its tiles.
     """
     if requested == "logits":
         return None
@@ -91,7 +94,13 @@ def choose_head_path(
         ):
             agreeing.append(candidate)
     if len(agreeing) > 1:
-        return faster_head(agreeing, tiles_for, timer)
+        remembered = cache.get("fastest_head") if cache else None
+        chosen = next((h for h in agreeing if h.kernel == remembered), None)
+        if chosen is None:
+            chosen = faster_head(agreeing, tiles_for, timer)
+            if cache:
+                cache.put("fastest_head", chosen.kernel)
+        return chosen
     return agreeing[0] if agreeing else None
 
 
