@@ -1,7 +1,8 @@
 """One output rule for every command (`minkscan.io.ownership`): `report`, `benchmark`
 (--output and --work-dir), `order-test` and `nightly --report` refuse, in one line and before
 any work, a directory holding files they did not write or another command's output, and
-leave it as it was; a directory holding only their own files is theirs to rewrite."""
+leave it as it was; a directory holding only their own files is theirs to rewrite; and a
+directory another live run is writing (its writer lease held) is refused the same way."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import numpy as np
 import polars as pl
 import pytest
 from minkscan.cli import main
-from minkscan.schema import MARKER
+from minkscan.io.lease import WriterLease
+from minkscan.schema import LEASE, MARKER
 
 
 @pytest.fixture
@@ -95,3 +97,63 @@ def test_nightly_refuses_a_report_directory_it_did_not_write(tmp_path, capsys):
     assert not (tmp_path / "scores").exists() and [p.name for p in report.iterdir()] == [
         "index.html"
     ]
+
+
+def busy(directory) -> WriterLease:
+    """A live run's lease on ``directory``: what another `minkscan` writing it holds."""
+    directory.mkdir(parents=True, exist_ok=True)
+    lease = WriterLease(str(directory), s3=None)
+    lease.acquire()
+    return lease
+
+
+def refused_as_busy(capsys, directory) -> None:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"output {directory} is being written by another run" in err
+    assert "wait for it" in err
+
+
+def test_report_on_a_directory_another_run_is_writing_is_refused_then_runs_once_it_ends(
+    audit, capsys
+):
+    out = audit / "out"
+    lease = busy(out)
+    capsys.readouterr()
+    assert main(_report(audit, out)) == 2
+    refused_as_busy(capsys, out)
+    assert [p.name for p in out.iterdir()] == [LEASE]  # nothing of the report written
+    lease.release()
+    assert main(_report(audit, out)) == 0
+    assert (out / "report.json").is_file() and not (out / LEASE).exists()
+
+
+def test_benchmark_on_an_output_another_run_is_writing_is_refused_before_scoring(
+    tmp_path, capsys
+):
+    data = tmp_path / "labelled.parquet"
+    pl.DataFrame({"text": ["a b c", "d e f"], "label": [0, 1]}).write_parquet(data)
+    out = tmp_path / "bench"
+    busy(out)
+    capsys.readouterr()
+    args = ["benchmark", "--input", str(data), "--output", str(out), "--model", "no-such-model"]
+    assert main(args) == 2  # refused before the model is looked for
+    refused_as_busy(capsys, out)
+    assert [p.name for p in out.iterdir()] == [LEASE]
+
+
+def test_nightly_on_a_scan_another_run_is_writing_is_refused_before_scoring(tmp_path, capsys):
+    inputs, scans = tmp_path / "in", tmp_path / "scores"
+    inputs.mkdir()
+    pl.DataFrame({"id": ["a"], "text": ["some text"]}).write_parquet(inputs / "a.parquet")
+    rng = np.random.default_rng(0)
+    pl.DataFrame({"minkpp_k20": rng.normal(size=50)}).write_parquet(tmp_path / "cal.parquet")
+    assert main(["calibrate", "--nonmembers", str(tmp_path / "cal.parquet"), "--output",
+                 str(tmp_path / "cal.json")]) == 0  # fmt: skip
+    busy(scans)
+    capsys.readouterr()
+    args = ["nightly", "--input", str(inputs), "--output", str(scans),
+            "--calibration", str(tmp_path / "cal.json"), "--report", str(tmp_path / "r")]  # fmt: skip
+    assert main(args) == 2
+    refused_as_busy(capsys, scans)
+    assert [p.name for p in scans.iterdir()] == [LEASE]

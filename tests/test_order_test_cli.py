@@ -241,6 +241,22 @@ def test_an_output_holding_files_the_order_test_did_not_write_is_refused_and_lef
     assert sorted(p.name for p in out.iterdir()) == [name]
 
 
+def test_an_output_another_run_is_writing_is_refused_before_anything_is_scored(
+    benchmark_file, tiny_llama_dir, tmp_path, capsys
+):
+    from minkscan.io.lease import WriterLease
+
+    out = tmp_path / "busy"
+    out.mkdir()
+    WriterLease(str(out), s3=None).acquire()  # another live order test holds it
+    args = ["order-test", "--input", str(benchmark_file), "--output", str(out), "--model",
+            str(tiny_llama_dir), "--shards", "4", "--permutations", "3"]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"output {out} is being written by another run" in err and len(err.splitlines()) == 1
+    assert sorted(p.name for p in out.iterdir()) == ["_lease.json"]
+
+
 def test_orderings_longer_than_the_context_are_scored_with_sliding_windows(tiny_llama):
     """The order test's scoring settings (stride: half the context) give each long ordering
     the log-likelihood of its sliding windows, every token after the first predicted once."""

@@ -12,7 +12,7 @@ from minkscan.commands.common import add_config_arguments, config_from_args, for
 from minkscan.commands.prefixes import add_prefix_arguments, prefix_flags
 from minkscan.config import ConfigError
 from minkscan.errors import UserError
-from minkscan.io.ownership import check_owned
+from minkscan.io.ownership import check_owned, writing
 from minkscan.schema import BENCHMARK_FILES, GROUP, LABEL, WORK_DIR_ENTRIES
 
 if TYPE_CHECKING:
@@ -134,18 +134,20 @@ def run(args: argparse.Namespace) -> int:
 
         if args.online:
             raise UserError("--online scores chunks itself: give it labelled texts, not scores")
-        return _written(tabulate_scores(_per_label(scores, limit), k), args.output)
+        with writing(str(args.output)):
+            return _written(tabulate_scores(_per_label(scores, limit), k), args.output)
     if args.labels:
         raise UserError("--labels joins labels to score inputs; labelled Parquet to score "
                         "carries its own 'label' column")  # fmt: skip
     data = _per_label(read_labelled(args.input), limit)  # refused before heavy imports
     from minkscan.evaluation.benchmark import run_benchmark, run_online_benchmark
 
-    if args.online:
-        result = run_online_benchmark(config, data, k, args.chunk_tokens, args.seed)
-    else:
-        result = run_benchmark(config, data, k=k, work_dir=args.work_dir)
-    return _written(result, args.output)
+    with writing(str(args.output)):  # one run writes a benchmark directory at a time
+        if args.online:
+            result = run_online_benchmark(config, data, k, args.chunk_tokens, args.seed)
+        else:
+            result = run_benchmark(config, data, k=k, work_dir=args.work_dir)
+        return _written(result, args.output)
 
 
 def _per_label(data: pl.DataFrame, limit: int | None) -> pl.DataFrame:

@@ -31,7 +31,7 @@ from minkscan.distributed.progress import RunSummary
 from minkscan.distributed.runner import run_scoring
 from minkscan.errors import UserError
 from minkscan.io.inputs import discover
-from minkscan.io.ownership import check_apart, check_owned
+from minkscan.io.ownership import check_apart, check_owned, writing
 from minkscan.io.paths import filesystem_for, fs_path, join, write_text
 from minkscan.io.scores import OutputError, ScoreOutput
 from minkscan.reporting.build import build_report
@@ -226,11 +226,21 @@ def _score_scan(config: ScanConfig, fs: pafs.FileSystem, run_root: str) -> RunSu
 def nightly_scan(
     config: ScanConfig, calibration: Calibration, report_dir: str | Path
 ) -> NightlyResult:
-    """Score new/changed shards of ``config.data.input``, report over all shards, diff."""
+    """Score new/changed shards of ``config.data.input``, report over all shards, diff;
+    holding the writer lease of the scan's output throughout (two scans of one output never
+    interleave their manifests) and the report directory's while writing it."""
     data = config.data
     if not data.output:
         raise ValueError("no output given (data.output)")
     check_owned(str(report_dir), REPORT_FILES | {DIFF}, "--report")
+    check_apart(fs_path(data.output), list(data.input), [])  # before the lease creates it
+    with writing(data.output, data.s3):
+        return _scan(config, calibration, report_dir)
+
+
+def _scan(config: ScanConfig, calibration: Calibration, report_dir: str | Path) -> NightlyResult:
+    """`nightly_scan`'s work, under its leases."""
+    data = config.data
     fs = filesystem_for([*data.input, data.output], data.s3)
     root = fs_path(data.output)
     prefix = data.output.rstrip("/")
@@ -285,19 +295,20 @@ def nightly_scan(
         model=config.model.name,
         inputs=list(data.input),
     )
-    report_paths = write_report(report, report_dir)
-    summary = json_summary(report)
-    diff = {
-        "scanned_at": dt.datetime.now(dt.UTC).isoformat(),
-        "previous_scan": manifest.get("scanned_at"),
-        "new": changes.new,
-        "changed": changes.changed,
-        "removed": changes.removed,
-        "moved": changes.moved,
-        "unchanged": changes.unchanged,
-        "results": diff_results(manifest["results"], summary["results"], changes.moved),
-    }
-    diff_path = write_text(join(str(report_dir), DIFF), json.dumps(diff, indent=2))
+    with writing(str(report_dir), data.s3):
+        report_paths = write_report(report, report_dir)
+        summary = json_summary(report)
+        diff = {
+            "scanned_at": dt.datetime.now(dt.UTC).isoformat(),
+            "previous_scan": manifest.get("scanned_at"),
+            "new": changes.new,
+            "changed": changes.changed,
+            "removed": changes.removed,
+            "moved": changes.moved,
+            "unchanged": changes.unchanged,
+            "results": diff_results(manifest["results"], summary["results"], changes.moved),
+        }
+        diff_path = write_text(join(str(report_dir), DIFF), json.dumps(diff, indent=2))
     new_manifest = {
         "scanned_at": diff["scanned_at"],
         "scans": manifest.get("scans", 0) + 1,

@@ -131,9 +131,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _single(config, settings, args: argparse.Namespace) -> int:
-    from minkscan.evaluation.order_run import run_order_test
+    """Read and check the examples, then test them holding the output's writer lease."""
+    from minkscan.evaluation.order_run import planned, run_order_test
+    from minkscan.io.ownership import check_apart, writing
+    from minkscan.io.paths import fs_path
 
-    result = run_order_test(config, settings, args.output, alpha=args.alpha)
+    prepared = planned(config, settings, args.alpha)
+    check_apart(fs_path(args.output), list(config.data.input), prepared[1].files)
+    with writing(args.output, config.data.s3):  # one run writes an order test at a time
+        result = run_order_test(config, settings, args.output, alpha=args.alpha,
+                                prepared=prepared)  # fmt: skip
     for line in result.verdict():
         print(line)
     print(f"cost: {result.cost.line(estimate=False)}")
@@ -176,7 +183,7 @@ def _several(tests, settings, args: argparse.Namespace) -> int:
 
     from minkscan.evaluation.order_run import check_output, planned, run_order_test
     from minkscan.evaluation.order_table import headline, markdown, order_rows
-    from minkscan.io.ownership import check_apart
+    from minkscan.io.ownership import check_apart, writing
     from minkscan.io.paths import filesystem_for, fs_path, join, write_text
 
     names = [f"{index + 1:02d}-{_slug(label)}" + (f"--{_slug(model)}" if args.models else "")
@@ -186,19 +193,20 @@ def _several(tests, settings, args: argparse.Namespace) -> int:
     prepared = [planned(config, settings, args.alpha) for _, _, config in tests]
     for (_, _, config), (_, examples) in zip(tests, prepared, strict=True):
         check_apart(fs_path(args.output), list(config.data.input), examples.files)
-    done = []
-    for (label, model, config), name, ready in zip(tests, names, prepared, strict=True):
-        print(f"== {label} ({model}) -> {name}")
-        directory = join(args.output, name)
-        result = run_order_test(config, settings, directory, alpha=args.alpha, prepared=ready)
-        done.append((label, model, name, result))
-    rows = order_rows(done, args.alpha)
-    table = markdown(rows, args.alpha)
-    s3 = tests[0][2].data.s3
-    write_text(join(args.output, TABLE_MD), table, s3)
-    summary = {"verdict": headline(rows, args.alpha), "alpha": args.alpha,
-               "tests": [row.__dict__ for row in rows]}  # fmt: skip
-    write_text(join(args.output, TABLE_JSON), json.dumps(summary, indent=2), s3)
+    with writing(args.output, tests[0][2].data.s3):  # one run writes the tests at a time
+        done = []
+        for (label, model, config), name, ready in zip(tests, names, prepared, strict=True):
+            print(f"== {label} ({model}) -> {name}")
+            directory = join(args.output, name)
+            result = run_order_test(config, settings, directory, alpha=args.alpha, prepared=ready)
+            done.append((label, model, name, result))
+        rows = order_rows(done, args.alpha)
+        table = markdown(rows, args.alpha)
+        s3 = tests[0][2].data.s3
+        write_text(join(args.output, TABLE_MD), table, s3)
+        summary = {"verdict": headline(rows, args.alpha), "alpha": args.alpha,
+                   "tests": [row.__dict__ for row in rows]}  # fmt: skip
+        write_text(join(args.output, TABLE_JSON), json.dumps(summary, indent=2), s3)
     print(table, end="")
     print(f"wrote {join(args.output, TABLE_MD)} and {TABLE_JSON}; each test's order_test.json "
           "is in its directory")  # fmt: skip

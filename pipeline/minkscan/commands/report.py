@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     import polars as pl
 
     from minkscan.calibration import load_calibration
-    from minkscan.io.ownership import check_owned
+    from minkscan.io.ownership import check_owned, writing
     from minkscan.io.scores import read_scores
     from minkscan.reporting import build_report, write_report
     from minkscan.schema import REPORT_FILES
@@ -107,32 +107,33 @@ def run(args: argparse.Namespace) -> int:
     order_test = _order_test(args.order_test) if args.order_test else None
     data = read_scores(args.input)
     heldout = _heldout(args.heldout, data) if args.heldout else None
-    try:
-        report = build_report(
-            pl.from_arrow(data.table).lazy(),
-            load_calibration(args.calibration),
-            primary_method=args.method,
-            group_column=args.group_column,
-            top_n=DEFAULT_TOP if args.top is None else args.top,
-            alpha=args.alpha,
-            model=data.model,
-            inputs=data.inputs or [args.input],
-            blind_auroc_warn=None if args.blind_auroc_warn < 0 else args.blind_auroc_warn,
-            fdr=args.fdr,
-            heldout=heldout,
-            heldout_name=args.heldout or "",
-            heldout_splits=args.heldout_splits,
-            order_test=order_test,
-        )
-    except ValueError as error:
-        raise UserError(str(error)) from None
-    print_verdict(report)
-    if args.top is not None:
-        from minkscan.reporting.render import top_lines
+    with writing(args.output):  # one run writes a report directory at a time
+        try:
+            report = build_report(
+                pl.from_arrow(data.table).lazy(),
+                load_calibration(args.calibration),
+                primary_method=args.method,
+                group_column=args.group_column,
+                top_n=DEFAULT_TOP if args.top is None else args.top,
+                alpha=args.alpha,
+                model=data.model,
+                inputs=data.inputs or [args.input],
+                blind_auroc_warn=None if args.blind_auroc_warn < 0 else args.blind_auroc_warn,
+                fdr=args.fdr,
+                heldout=heldout,
+                heldout_name=args.heldout or "",
+                heldout_splits=args.heldout_splits,
+                order_test=order_test,
+            )
+        except ValueError as error:
+            raise UserError(str(error)) from None
+        print_verdict(report)
+        if args.top is not None:
+            from minkscan.reporting.render import top_lines
 
-        print("\n".join(top_lines(report)))
-    for path in write_report(report, args.output, csv=args.csv):
-        print(f"wrote {path}")
+            print("\n".join(top_lines(report)))
+        for path in write_report(report, args.output, csv=args.csv):
+            print(f"wrote {path}")
     return 0 if args.fail_above is None else gate(report, args.fail_above, "report")
 
 

@@ -6,17 +6,24 @@ and it is apart from what the command reads.
 work: a directory holding anything else -- a user's files, another command's output -- is
 refused in one line naming what it holds, so no command overwrites a file it did not write.
 `check_apart` refuses an output inside what a command reads, or an input inside its output
-(`score`, `nightly`, `order-test`), so nothing written is read back as input.
+(`score`, `nightly`, `order-test`), so nothing written is read back as input. `writing`
+holds a directory's writer lease (`minkscan.io.lease`, as `score` holds its output's) while a
+command writes it, so two runs never interleave their files in one directory.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import pyarrow.fs as pafs
 
+from minkscan.config import S3Config
 from minkscan.errors import UserError
 from minkscan.io.inputs import InputError, spec_roots
-from minkscan.io.paths import filesystem_for, fs_path
-from minkscan.schema import MARKER
+from minkscan.io.lease import WriterLease
+from minkscan.io.paths import filesystem_for, fs_path, is_s3
+from minkscan.schema import LEASE, MARKER
 
 
 class NotOwned(UserError, ValueError):
@@ -27,9 +34,8 @@ def check_owned(
     directory: str, names: frozenset[str], flag: str, fs: pafs.FileSystem | None = None
 ) -> None:
     """Refuse ``directory`` (local or ``s3://``; ``flag`` names it) when it holds an entry
-    other than ``names``, the entries its command writes; a directory not there yet passes."""
-    from minkscan.config import S3Config
-
+    other than ``names``, the entries its command writes (and its writer lease); a directory
+    not there yet passes."""
     fs = fs or filesystem_for([directory], S3Config())
     where = fs_path(directory)
     info = fs.get_file_info(where)
@@ -38,6 +44,7 @@ def check_owned(
     if info.type != pafs.FileType.Directory:
         raise NotOwned(f"{flag} {directory} is a file, not a directory")
     entries = {entry.base_name for entry in fs.get_file_info(pafs.FileSelector(where))}
+    entries = {name for name in entries if not name.startswith(f".{LEASE}.")} - {LEASE}
     if MARKER in entries and MARKER not in names:
         raise NotOwned(f"{flag} {directory} is a `minkscan score` output: give a directory of "
                        "its own")  # fmt: skip
@@ -61,3 +68,15 @@ def check_apart(output_root: str, specs: list[str], paths: list[str]) -> None:
     inside = [path for path in paths if path.startswith(output_root + "/")]
     if inside:
         raise InputError(f"input {inside[0]} is inside the output {output_root}")
+
+
+@contextlib.contextmanager
+def writing(directory: str, s3: S3Config | None = None) -> Iterator[WriterLease]:
+    """Create ``directory`` (local or ``s3://``) and hold its writer lease while the caller
+    writes it; another live run holding it is refused in one line (`OutputBusy`)."""
+    options = s3 or S3Config()
+    if not is_s3(directory):
+        filesystem_for([directory], options).create_dir(fs_path(directory), recursive=True)
+    lease = WriterLease(fs_path(directory), s3=options if is_s3(directory) else None)
+    with lease.held():
+        yield lease
