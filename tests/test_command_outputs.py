@@ -128,9 +128,7 @@ def test_report_on_a_directory_another_run_is_writing_is_refused_then_runs_once_
     assert (out / "report.json").is_file() and not (out / LEASE).exists()
 
 
-def test_benchmark_on_an_output_another_run_is_writing_is_refused_before_scoring(
-    tmp_path, capsys
-):
+def test_benchmark_on_an_output_another_run_is_writing_is_refused_before_scoring(tmp_path, capsys):
     data = tmp_path / "labelled.parquet"
     pl.DataFrame({"text": ["a b c", "d e f"], "label": [0, 1]}).write_parquet(data)
     out = tmp_path / "bench"
@@ -152,8 +150,8 @@ def test_nightly_on_a_scan_another_run_is_writing_is_refused_before_scoring(tmp_
                  str(tmp_path / "cal.json")]) == 0  # fmt: skip
     busy(scans)
     capsys.readouterr()
-    args = ["nightly", "--input", str(inputs), "--output", str(scans),
-            "--calibration", str(tmp_path / "cal.json"), "--report", str(tmp_path / "r")]  # fmt: skip
+    args = ["nightly", "--input", str(inputs), "--output", str(scans), "--calibration",
+            str(tmp_path / "cal.json"), "--report", str(tmp_path / "r")]  # fmt: skip
     assert main(args) == 2
     refused_as_busy(capsys, scans)
     assert [p.name for p in scans.iterdir()] == [LEASE]

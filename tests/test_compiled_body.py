@@ -147,9 +147,7 @@ def test_a_body_within_the_old_fixed_gap_but_less_right_than_eager_is_dropped(mo
 
 
 @pytest.mark.usefixtures("quick_compile")
-def test_a_second_run_reuses_each_shapes_decision_without_checking_it_again(
-    monkeypatch, tmp_path
-):
+def test_a_second_run_reuses_each_shapes_decision_without_checking_it_again(monkeypatch, tmp_path):
     loaded = bfloat16_llama()
     cache = probe_cache(loaded.model, tmp_path)
     with torch.inference_mode():
