@@ -155,3 +155,10 @@ def test_nightly_on_a_scan_another_run_is_writing_is_refused_before_scoring(tmp_
     assert main(args) == 2
     refused_as_busy(capsys, scans)
     assert [p.name for p in scans.iterdir()] == [LEASE]
+
+
+def test_a_refused_report_leaves_no_directory_it_created(audit, capsys):
+    out = audit / "new" / "report"
+    args = [*_report(audit, out), "--method", "no_such_column"]
+    assert main(args) == 2
+    assert not (audit / "new").exists()

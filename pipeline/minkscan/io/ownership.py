@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow.fs as pafs
 
@@ -73,10 +74,19 @@ def check_apart(output_root: str, specs: list[str], paths: list[str]) -> None:
 @contextlib.contextmanager
 def writing(directory: str, s3: S3Config | None = None) -> Iterator[WriterLease]:
     """Create ``directory`` (local or ``s3://``) and hold its writer lease while the caller
-    writes it; another live run holding it is refused in one line (`OutputBusy`)."""
+    writes it; another live run holding it is refused in one line (`OutputBusy`). A local
+    directory this created and nothing was written to (the command refused) is removed."""
     options = s3 or S3Config()
-    if not is_s3(directory):
-        filesystem_for([directory], options).create_dir(fs_path(directory), recursive=True)
-    lease = WriterLease(fs_path(directory), s3=options if is_s3(directory) else None)
-    with lease.held():
-        yield lease
+    local = Path(fs_path(directory)) if not is_s3(directory) else None
+    created = [] if local is None else [d for d in (local, *local.parents) if not d.exists()]
+    if local is not None:
+        local.mkdir(parents=True, exist_ok=True)
+    lease = WriterLease(fs_path(directory), s3=None if local is not None else options)
+    try:
+        with lease.held():
+            yield lease
+    finally:
+        for made in created:  # innermost first; stops at the first that holds something
+            if any(made.iterdir()):
+                break
+            made.rmdir()
