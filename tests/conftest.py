@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import urllib.request
 from pathlib import Path
 
 # Triton kernels run on CPU through Triton's interpreter in tests. It is read when triton is
@@ -103,29 +101,22 @@ def tiny_gpt2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def s3_server():
-    """moto's S3 server on loopback (as s3fs's own tests run it), with a fresh bucket."""
+def s3_server(tmp_path_factory: pytest.TempPathFactory):
+    """moto's S3 server on loopback (as s3fs's own tests run it, in a process of its own),
+    with a fresh bucket."""
     import boto3
-    from moto.server import ThreadedMotoServer
+    from helpers import moto_s3
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    # moto keeps its buckets per process, across servers: start every test from none.
-    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"))
-    client = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
-    client.create_bucket(Bucket="corpus")
-    yield endpoint, client
-    server.stop()
+    with moto_s3(tmp_path_factory.mktemp("moto") / "moto.log") as endpoint:
+        client = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        )
+        client.create_bucket(Bucket="corpus")
+        yield endpoint, client
 
 
 @pytest.fixture

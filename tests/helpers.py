@@ -121,6 +121,35 @@ def ray_head(env: dict[str, str], *, dashboard: bool, num_cpus: int) -> Iterator
         head.wait(timeout=60)
 
 
+@contextlib.contextmanager
+def moto_s3(log: Path) -> Iterator[str]:
+    """moto's S3 server in a process of its own on a free loopback port (its request log in
+    ``log``), so that neither this process's GIL nor pytest's captured streams slow or break
+    it; yields its endpoint once it answers (a bound of two minutes only as a hang guard)."""
+    import urllib.error
+    import urllib.request
+
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    with log.open("ab") as sink:
+        server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
+                                   "-p", str(port)], stdout=sink, stderr=sink)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=5).close()
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert server.poll() is None, f"moto's server exited: see {log}"
+                assert time.monotonic() < deadline, "moto's server never answered"
+                time.sleep(0.1)
+        yield endpoint
+    finally:
+        server.kill()
+        server.wait(timeout=60)
+
+
 def submit_job(command: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     """`ray job submit`, waiting out a head whose dashboard ("Failed to connect") or job
     agent ("No available agent") is still starting."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import numpy as np
@@ -105,40 +104,28 @@ def test_second_local_scan_scores_only_new_and_changed_shards_and_diffs(
 
 
 @pytest.mark.slow
-def test_scan_on_s3_detects_a_changed_object(tiny_llama_dir: Path, tmp_path: Path, calibration):
-    import boto3
-    from moto.server import ThreadedMotoServer
+def test_scan_on_s3_detects_a_changed_object(
+    tiny_llama_dir: Path, tmp_path: Path, calibration, s3_server
+):
+    endpoint, client = s3_server
+    for name, frame in {"a": shard(TEXTS[:2], 0), "b": shard(TEXTS[2:3], 2)}.items():
+        frame.write_parquet(tmp_path / f"{name}.parquet")
+        client.upload_file(str(tmp_path / f"{name}.parquet"), "corpus", f"in/{name}.parquet")
+    s3 = {"endpoint_url": endpoint, "region": "us-east-1",
+          "access_key_id": "testing", "secret_access_key": "testing"}  # fmt: skip
+    config = config_for(tiny_llama_dir, "s3://corpus/in/", "s3://corpus/scores", s3)
+    assert len(nightly_scan(config, calibration, tmp_path / "r1").changes.new) == 2
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        endpoint = f"http://127.0.0.1:{port}"
-        client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
-                              aws_secret_access_key="testing", region_name="us-east-1")  # fmt: skip
-        client.create_bucket(Bucket="corpus")
-        for name, frame in {"a": shard(TEXTS[:2], 0), "b": shard(TEXTS[2:3], 2)}.items():
-            frame.write_parquet(tmp_path / f"{name}.parquet")
-            client.upload_file(str(tmp_path / f"{name}.parquet"), "corpus", f"in/{name}.parquet")
-        s3 = {"endpoint_url": endpoint, "region": "us-east-1",
-              "access_key_id": "testing", "secret_access_key": "testing"}  # fmt: skip
-        config = config_for(tiny_llama_dir, "s3://corpus/in/", "s3://corpus/scores", s3)
-        assert len(nightly_scan(config, calibration, tmp_path / "r1").changes.new) == 2
-
-        shard(TEXTS[3:5], 2).write_parquet(tmp_path / "b.parquet")
-        client.upload_file(str(tmp_path / "b.parquet"), "corpus", "in/b.parquet")
-        changes = nightly_scan(config, calibration, tmp_path / "r2").changes
-        # Shards are named relative to the input root, so moving the bucket keeps the history.
-        assert (changes.changed, changes.unchanged) == (["b.parquet"], ["a.parquet"])
-        keys = [o["Key"] for o in client.list_objects_v2(Bucket="corpus")["Contents"]]
-        assert f"scores/{MANIFEST_NAME}" in keys
-        report = json.loads((tmp_path / "r2" / "report.json").read_text())
-        scored = {r["group"]: r["n_scored"] for r in report["results"] if r["method"] == "loss"}
-        assert scored == {"a.parquet": 2, "b.parquet": 2}
-    finally:
-        server.stop()
+    shard(TEXTS[3:5], 2).write_parquet(tmp_path / "b.parquet")
+    client.upload_file(str(tmp_path / "b.parquet"), "corpus", "in/b.parquet")
+    changes = nightly_scan(config, calibration, tmp_path / "r2").changes
+    # Shards are named relative to the input root, so moving the bucket keeps the history.
+    assert (changes.changed, changes.unchanged) == (["b.parquet"], ["a.parquet"])
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket="corpus")["Contents"]]
+    assert f"scores/{MANIFEST_NAME}" in keys
+    report = json.loads((tmp_path / "r2" / "report.json").read_text())
+    scored = {r["group"]: r["n_scored"] for r in report["results"] if r["method"] == "loss"}
+    assert scored == {"a.parquet": 2, "b.parquet": 2}
 
 
 def test_a_scan_killed_midway_is_recovered_by_the_next_whatever_changed(
