@@ -38,7 +38,7 @@ def main() -> None:
     model = ModelConfig(name=args.model, device="cpu", dtype="float32")
     scorer = DocumentScorer(load_model(model), ScoringConfig())
     documents = scorer.encode(texts)
-    base_loss = pl.Series(scorer.score_documents(documents)["loss"], dtype=pl.Float64)
+    base_loss = pl.Series(scorer.score_documents(documents)["mean_logprob"], dtype=pl.Float64)
     gradnorm = GradNorm(BaselinesConfig(gradnorm=True))
 
     plain = best_of(args.repeats, lambda: scorer.score_documents(documents))

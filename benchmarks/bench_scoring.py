@@ -82,7 +82,7 @@ def run_naive(model, tokenizer, docs):  # noqa: ANN001, ANN201
         with torch.no_grad():
             outputs = model(input_ids, labels=input_ids)
         ll = -outputs.loss.item()
-        row = {"loss": ll, "zlib": ll / len(zlib.compress(text.encode("utf-8")))}
+        row = {"mean_logprob": ll, "zlib": ll / len(zlib.compress(text.encode("utf-8")))}
         logits = outputs.logits[0, :-1].float()
         targets = input_ids[0, 1:, None]
         probs = F.softmax(logits, dim=-1)

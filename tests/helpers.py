@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from minkscan.cli import main
+from minkscan.io.score_reader import read_output
 from minkscan.io.scores import ScoreOutput
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,7 +69,7 @@ def score_process(
 
 def scores(output: Path) -> pl.DataFrame:
     """The rows of every complete piece of a score output, by id."""
-    return pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(output)).read()).sort("id")
+    return pl.from_arrow(read_output(ScoreOutput(pafs.LocalFileSystem(), str(output)))).sort("id")
 
 
 def corrupt_pages(path: Path, row_group: int = 0) -> None:

@@ -57,7 +57,7 @@ def naive_scores_of_tokens(
     """Every single-pass score of one document from its per-token log p, mu, sigma, top-1."""
     logprob, mu, sigma = token["logprob"], token["mu"], token["sigma"]
     loss = float(logprob.mean())
-    scores = {"loss": loss, "zlib": loss / len(zlib.compress(text.encode("utf-8")))}
+    scores = {"mean_logprob": loss, "zlib": loss / len(zlib.compress(text.encode("utf-8")))}
     for p in percentages:
         scores[f"mink_k{p}"] = _lowest_mean(logprob, p)
         scores[f"minkpp_k{p}"] = _lowest_mean((logprob - mu) / sigma, p)

@@ -33,20 +33,22 @@ def test_ref_is_target_minus_reference_loss_with_the_reference_tokenizer(target)
     reference_model = build_tiny_model("gpt2", seed=3)  # no BOS: one token fewer per text
     reference = DocumentScorer(reference_model, ScoringConfig())
     base = target.score_frame(TRAINING_TEXT)
-    ref = reference_scores(reference, reference.encode(TRAINING_TEXT), base["loss"])
+    ref = reference_scores(reference, reference.encode(TRAINING_TEXT), base["mean_logprob"])
     own_lengths = [len(reference_model.tokenizer(t)["input_ids"]) - 1 for t in TRAINING_TEXT]
     assert ref["ref_n_tokens"].to_list() == own_lengths
     assert ref["ref_n_tokens"].to_list() != base["n_tokens"].to_list()
-    expected = base["loss"] - reference.score_frame(TRAINING_TEXT)["loss"]
+    expected = base["mean_logprob"] - reference.score_frame(TRAINING_TEXT)["mean_logprob"]
     assert ref["ref"].to_list() == pytest.approx(expected.to_list())
 
 
 def test_lowercase_compares_the_text_with_its_lowercased_form(target) -> None:
     texts = ["The Quick Brown Fox.", "already lower case text", None]
     base = target.score_frame(texts)
-    lowered = lowercase_scores(target, target.encode(texts), base["loss"])
+    lowered = lowercase_scores(target, target.encode(texts), base["mean_logprob"])
     assert lowered["lowercase"][1] == pytest.approx(0.0, abs=1e-6)
-    expected = base["loss"][0] - target.score_frame(["the quick brown fox."])["loss"][0]
+    expected = (
+        base["mean_logprob"][0] - target.score_frame(["the quick brown fox."])["mean_logprob"][0]
+    )
     assert lowered["lowercase"][0] == pytest.approx(expected)
     assert lowered["lowercase"][2] is None and lowered["lowercase_n_tokens"][2] == 0
 
@@ -73,7 +75,7 @@ def test_neighbor_score_is_loss_minus_mean_neighbour_loss_from_the_target_lm(tar
     texts = [TRAINING_TEXT[0], "", TRAINING_TEXT[2]]
     base = target.score_frame(texts)
     scores = neighbor_scores(
-        target, target.encode(texts), base["loss"], n_neighbors=2, fraction=0.3, seed=7
+        target, target.encode(texts), base["mean_logprob"], n_neighbors=2, fraction=0.3, seed=7
     )
     assert scores["neighbor_source"].to_list() == [f"causal-lm:{target.loaded.name}"] * 3
     assert scores["neighbor"][1] is None
@@ -85,8 +87,8 @@ def test_neighbor_score_is_loss_minus_mean_neighbour_loss_from_the_target_lm(tar
             EncodedDocument(document.text, ids, document.status)
             for ids in make_neighbours(document, proposals, 2, 0.3, rng)
         ]
-        losses = target.score_documents(neighbours)["loss"]
-        expected = base["loss"][index] - sum(losses) / 2
+        losses = target.score_documents(neighbours)["mean_logprob"]
+        expected = base["mean_logprob"][index] - sum(losses) / 2
         assert scores["neighbor"][index] == pytest.approx(expected, abs=1e-6)
 
 
@@ -122,13 +124,13 @@ def test_masked_lm_neighbours_replace_words_and_are_reported_as_the_source(
     assert changed == round(0.3 * len(original_words))
     base = target.score_frame([text])
     scores = neighbor_scores(
-        target, target.encode([text]), base["loss"], n_neighbors=2, fraction=0.3, seed=4,
+        target, target.encode([text]), base["mean_logprob"], n_neighbors=2, fraction=0.3, seed=4,
         masked_lm=tiny_masked_lm,
     )  # fmt: skip
     assert scores["neighbor_source"].to_list() == [f"masked-lm:{tiny_masked_lm.name}"]
     rng = document_rng(4, text)
     neighbour_texts = [masked_lm_neighbour(tiny_masked_lm, text, 0.3, rng) for _ in range(2)]
-    expected = base["loss"][0] - target.score_frame(neighbour_texts)["loss"].mean()
+    expected = base["mean_logprob"][0] - target.score_frame(neighbour_texts)["mean_logprob"].mean()
     assert scores["neighbor"][0] == pytest.approx(expected, abs=1e-6)
 
 

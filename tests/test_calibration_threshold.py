@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
@@ -17,7 +20,7 @@ def synthetic_scores(rng: np.random.Generator, n: int, shift: float, prefix: str
             "id": [f"{prefix}{i}" for i in range(n)],
             "status": ["ok"] * n,
             "n_tokens": [32] * n,
-            "loss": rng.normal(shift, 1.0, n),
+            "mean_logprob": rng.normal(shift, 1.0, n),
             "minkpp_k20": rng.normal(shift, 1.0, n),
         }
     )
@@ -50,7 +53,9 @@ def test_threshold_is_the_one_minus_fpr_quantile_with_a_bootstrap_interval_aroun
 def test_labelled_members_give_tpr_and_auroc_at_the_threshold(
     nonmembers: pl.DataFrame, members: pl.DataFrame
 ) -> None:
-    method = calibrate(nonmembers, members, target_fpr=0.05, n_resamples=100).methods["loss"]
+    method = calibrate(nonmembers, members, target_fpr=0.05, n_resamples=100).methods[
+        "mean_logprob"
+    ]
     # P(N(2,1) > 1.645) = 0.64; AUROC of a 2-sigma shift = Phi(2 / sqrt 2) = 0.92
     assert method.tpr == pytest.approx(0.64, abs=0.04)
     assert method.tpr_low < method.tpr < method.tpr_high
@@ -73,16 +78,34 @@ def test_the_nonmember_sample_keeps_its_token_counts_with_or_without_members(
 
 def test_unscorable_rows_with_null_scores_are_left_out(nonmembers: pl.DataFrame) -> None:
     broken = pl.DataFrame(
-        {"id": ["x"], "status": ["empty"], "n_tokens": [0], "loss": [None], "minkpp_k20": [None]},
+        {
+            "id": ["x"],
+            "status": ["empty"],
+            "n_tokens": [0],
+            "mean_logprob": [None],
+            "minkpp_k20": [None],
+        },
         schema=nonmembers.schema,
     )
     result = calibrate(pl.concat([nonmembers, broken]), n_resamples=50)
-    assert result.methods["loss"].n_nonmembers == N
+    assert result.methods["mean_logprob"].n_nonmembers == N
 
 
 def test_calibration_file_round_trips(nonmembers: pl.DataFrame, tmp_path) -> None:
     result = calibrate(nonmembers, n_resamples=50)
     assert load_calibration(result.write(tmp_path / "cal.json")) == result
+
+
+def test_a_calibration_written_before_the_mean_logprob_rename_reads_its_loss_under_the_new_name(
+    nonmembers: pl.DataFrame, tmp_path
+) -> None:
+    written = calibrate(nonmembers, n_resamples=20)
+    raw = json.loads(Path(written.write(tmp_path / "c.json")).read_text())
+    raw["methods"]["loss"] = raw["methods"].pop("mean_logprob")  # as an older minkscan named it
+    (tmp_path / "c.json").write_text(json.dumps(raw))
+    loaded = load_calibration(tmp_path / "c.json")
+    assert loaded.methods["mean_logprob"] == written.methods["mean_logprob"]
+    assert "loss" not in loaded.methods
 
 
 def test_bad_target_fpr_and_missing_score_columns_are_clear_errors(

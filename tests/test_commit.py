@@ -31,7 +31,7 @@ def block(piece: str, rows: range, piece_rows: int) -> pa.Table:
     n = len(rows)
     return pa.table({
         "id": [f"{piece}:{r}" for r in rows], ROW: pa.array(list(rows), pa.int64()),
-        N_TOKENS: [3] * n, STATUS: ["ok"] * n, "loss": [-1.0] * n,
+        N_TOKENS: [3] * n, STATUS: ["ok"] * n, "mean_logprob": [-1.0] * n,
         PIECE: [piece] * n, PIECE_ROWS: pa.array([piece_rows] * n, pa.int64()),
         "_seconds_main": [0.5] * n,
     })  # fmt: skip
@@ -106,5 +106,5 @@ def test_the_score_files_keep_no_pipeline_column(output):
     commit = stage(output, Clock(), seconds=0)
     commit(block(piece_key("a", 1000), range(4), 1000))
     (part,) = output.parts()
-    assert pq.read_schema(part.path).names == ["id", ROW, N_TOKENS, STATUS, "loss"]
+    assert pq.read_schema(part.path).names == ["id", ROW, N_TOKENS, STATUS, "mean_logprob"]
     assert part.first == 0 and part.rows == 4

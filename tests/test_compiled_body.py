@@ -51,7 +51,7 @@ def test_a_compiled_body_sees_a_few_fixed_shapes_and_scores_as_eager(monkeypatch
     assert len(seen) > len(set(seen)) >= 1  # several batches, few shapes
     for rows, width in set(seen):
         assert width & (width - 1) == 0 and rows == 512 // width  # power of two, full batch
-    for column in ("loss", "minkpp_k20", "gapk_k20"):
+    for column in ("mean_logprob", "minkpp_k20", "gapk_k20"):
         assert (result[column] - expected[column]).abs().max() < 1e-5, column
 
 

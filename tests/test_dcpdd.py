@@ -13,7 +13,7 @@ import pytest
 from helpers import SAMPLE
 from minkscan.cli import main
 from minkscan.config import ScoringConfig
-from minkscan.io.scores import read_scores
+from minkscan.io.score_reader import read_scores
 from minkscan.scorer import DocumentScorer
 from minkscan.text.frequencies import read_frequencies, write_frequencies
 from naive_reference import naive_token_scores

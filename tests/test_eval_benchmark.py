@@ -120,9 +120,11 @@ def test_online_benchmark_reports_chunk_level_tables(tiny_llama_dir, tmp_path) -
 
 
 def test_group_with_one_class_names_the_group_in_the_error() -> None:
-    frame = pl.DataFrame({"label": [0, 1, 1], "group": ["a", "a", "b"], "loss": [0.1, 0.2, 0.3]})
+    frame = pl.DataFrame(
+        {"label": [0, 1, 1], "group": ["a", "a", "b"], "mean_logprob": [0.1, 0.2, 0.3]}
+    )
     with pytest.raises(ValueError, match="group b: .*both members"):
-        metric_table(frame, {"Loss": "loss"})
+        metric_table(frame, {"Loss": "mean_logprob"})
 
 
 @pytest.mark.usefixtures("local_ray")
@@ -153,7 +155,7 @@ def _score_file(path, n: int = 40, *, text: bool = True) -> pl.DataFrame:
     label = [0] * (n // 2) + [1] * (n // 2)
     frame = pl.DataFrame({
         "id": [f"d{i}" for i in range(n)], "status": ["ok"] * n, "n_tokens": [9] * n,
-        "loss": [float(i % 7) for i in range(n)],
+        "mean_logprob": [float(i % 7) for i in range(n)],
         "minkpp_k20": [i + 5.0 * lab for i, lab in enumerate(label)], "label": label,
     })  # fmt: skip
     if text:

@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import pytest
 from helpers import score, scores, write_parquet
 from minkscan import score_texts
@@ -36,7 +37,7 @@ def jsonl(path, texts, **extra):
 
 def losses(output) -> dict[str, float]:
     frame = scores(output)
-    return dict(zip(frame["id"].to_list(), frame["loss"].to_list(), strict=True))
+    return dict(zip(frame["id"].to_list(), frame["mean_logprob"].to_list(), strict=True))
 
 
 _SCORED: dict[str, Path] = {}
@@ -80,7 +81,7 @@ def test_renamed_moved_or_rerooted_inputs_keep_their_rows_under_their_new_paths(
     moved = scores(out)
     assert moved["id"].to_list() == ["c.parquet:0", "c.parquet:1", "sub/b.jsonl:0", "sub/b.jsonl:1"]
     assert moved["source"].to_list() == ["c.parquet"] * 2 + ["sub/b.jsonl"] * 2
-    assert moved["loss"].to_list() == [before[i] for i in IDS]
+    assert moved["mean_logprob"].to_list() == [before[i] for i in IDS]
     # The same files reached from their parent: their relative paths change, their rows stay.
     assert score(tiny_llama_dir, scored / "data", out) == 0
     assert "scored 0 documents" in capsys.readouterr().out
@@ -116,7 +117,7 @@ def test_an_edit_under_the_same_size_and_mtime_is_scored_again_and_never_mixed(
     after = losses(out)
     assert sorted(after) == IDS  # each id once: no old row beside a new one
     assert len(list(out.glob("part-*.parquet"))) == 2  # the old content's files are gone
-    fresh = score_texts(edited, str(tiny_llama_dir), device="cpu")["loss"].to_list()
+    fresh = score_texts(edited, str(tiny_llama_dir), device="cpu")["mean_logprob"].to_list()
     assert [after[i] for i in IDS] == pytest.approx(fresh, abs=1e-5)  # the new text's
     assert after != pytest.approx(before, abs=1e-6)
 
@@ -160,10 +161,10 @@ def calibrated_nonmembers(out, tmp_path) -> int:
 
     calibration = tmp_path / "calibration.json"
     assert main(["calibrate", "--nonmembers", str(out), "--output", str(calibration)]) == 0
-    return json.loads(calibration.read_text())["methods"]["loss"]["n_nonmembers"]
+    return json.loads(calibration.read_text())["methods"]["mean_logprob"]["n_nonmembers"]
 
 
-def test_an_output_written_before_content_keys_is_adopted_without_scoring_again(
+def test_an_output_written_before_content_keys_is_adopted_without_scoring_again_or_renaming(
     tiny_llama_dir, scored, capsys
 ):
     inputs, out = scored / "data" / "in", scored / "out"
@@ -180,20 +181,28 @@ def test_an_output_written_before_content_keys_is_adopted_without_scoring_again(
     assert "scored 3 documents" in capsys.readouterr().out
     after = scores(out)
     assert after["id"].to_list() == [*IDS, "b.jsonl:2"]
-    assert after["loss"].to_list()[:2] == [before[i] for i in IDS[:2]]
+    assert after["mean_logprob"].to_list()[:2] == [before[i] for i in IDS[:2]]
     assert json.loads((out / MARKER).read_text())["format"] == 3
+
+
+FORMER = {"mean_logprob": "loss"}
 
 
 def downgrade_to_format_2(out, inputs) -> None:
     """What minkscan wrote before content keys: score files keyed by a hash of the input's
-    relative path, and each input's size and modification time in the marker."""
+    relative path, each input's size and modification time in the marker, and the mean
+    log p under its former name, `loss`."""
     marker = json.loads((out / MARKER).read_text())
     paths = {key: entry["path"] for key, entry in marker["inputs"].items()}
     for part in out.glob("part-*.parquet"):
         piece, first, rows = parse_part_name(part.name)
         old = hashlib.sha1(paths[piece.file].encode()).hexdigest()[:16]
         renamed = type(piece)(old, piece.start, piece.end)
-        part.rename(out / part_name(renamed, first, rows))
+        table = pq.read_table(part)
+        pq.write_table(table.rename_columns([FORMER.get(c, c) for c in table.column_names]),
+                       out / part_name(renamed, first, rows))  # fmt: skip
+        part.unlink()
+    marker["columns"] = [FORMER.get(c, c) for c in marker["columns"]]
     stats = {p: (inputs / p).stat() for p in paths.values()}
     marker["inputs"] = {p: {"size": s.st_size, "mtime_ns": s.st_mtime_ns} for p, s in stats.items()}
     marker["format"] = 2

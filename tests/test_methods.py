@@ -27,7 +27,7 @@ from minkscan.scoring.aggregate import moving_average
 
 def test_single_pass_columns_come_from_the_registry_in_its_order() -> None:
     columns = single_pass_columns(ScoringConfig(k_percentages=[10, 20]))
-    assert columns == ["loss", "zlib", "mink_k10", "mink_k20", "minkpp_k10", "minkpp_k20",
+    assert columns == ["mean_logprob", "zlib", "mink_k10", "mink_k20", "minkpp_k10", "minkpp_k20",
                        "gapk_k10", "gapk_k20", "minkpp_mu_k20", "minkpp_sigma_k20"]  # fmt: skip
     assert all(method_of(c).extra_pass is None for c in columns)
     with_dcpdd = single_pass_columns(ScoringConfig(dcpdd_frequencies="freq.parquet"))
@@ -38,17 +38,17 @@ def test_single_pass_columns_come_from_the_registry_in_its_order() -> None:
 
 
 def test_baselines_are_score_columns_and_their_details_are_not() -> None:
-    names = ["id", "n_tokens", "status", "loss", "lowercase", "lowercase_n_tokens",
+    names = ["id", "n_tokens", "status", "mean_logprob", "lowercase", "lowercase_n_tokens",
              "neighbor", "neighbor_source", "ref", "ref_n_tokens", "minkpp_mu_k20", "token_z",
              "label"]  # fmt: skip
-    assert score_columns(names) == ["loss", "lowercase", "neighbor", "ref", "minkpp_mu_k20"]
+    assert score_columns(names) == ["mean_logprob", "lowercase", "neighbor", "ref", "minkpp_mu_k20"]
     assert title("gapk_k20") == "Gap-K% k=20" and title("ref") == "Ref"
 
 
 def test_extra_pass_baselines_are_calibrated_like_the_rest() -> None:
     rng = np.random.default_rng(0)
-    frame = pl.DataFrame({name: rng.normal(0, 1, 500) for name in
-                          ["loss", "lowercase", "neighbor", "ref", "gapk_k20"]})  # fmt: skip
+    names = ["mean_logprob", "lowercase", "neighbor", "ref", "gapk_k20"]
+    frame = pl.DataFrame({name: rng.normal(0, 1, 500) for name in names})
     assert set(calibrate(frame, n_resamples=10).methods) == set(frame.columns)
 
 
@@ -88,6 +88,6 @@ def test_a_method_added_to_the_registry_is_scored_with_no_other_change(
     frame = scorer.score_frame(["The quick brown fox jumps over the lazy dog.", ""])
     assert frame.columns[-2:] == ["negk_k20", "negk_k100"]
     # The lowest 100% of -log p is all of it: its mean is minus the Loss score.
-    assert frame["negk_k100"][0] == pytest.approx(-frame["loss"][0], rel=1e-9)
+    assert frame["negk_k100"][0] == pytest.approx(-frame["mean_logprob"][0], rel=1e-9)
     assert frame["negk_k100"][1] is None
     assert title("negk_k20") == "Negated Min-K% k=20"

@@ -22,7 +22,14 @@ pytestmark = pytest.mark.usefixtures("local_ray")
 @pytest.fixture(scope="module")
 def calibration():
     rng = np.random.default_rng(0)
-    columns = ["loss", "zlib", "mink_k20", "minkpp_k20", "minkpp_mu_k20", "minkpp_sigma_k20"]
+    columns = [
+        "mean_logprob",
+        "zlib",
+        "mink_k20",
+        "minkpp_k20",
+        "minkpp_mu_k20",
+        "minkpp_sigma_k20",
+    ]
     return calibrate(pl.DataFrame({c: rng.normal(0, 1, 200) for c in columns}), n_resamples=20)
 
 
@@ -91,15 +98,20 @@ def test_second_local_scan_scores_only_new_and_changed_shards_and_diffs(
     assert manifest["shards"]["old/a.parquet"]["scored_as"] == "a.parquet"  # where its rows are
 
     report = json.loads((tmp_path / "report2" / "report.json").read_text())
-    scored = {row["group"]: row["n_scored"] for row in report["results"] if row["method"] == "loss"}
+    scored = {
+        row["group"]: row["n_scored"]
+        for row in report["results"]
+        if row["method"] == "mean_logprob"
+    }
     assert {Path(g).name: n for g, n in scored.items()} == {"a.parquet": 2, "b.parquet": 1,
                                                             "c.parquet": 1}  # fmt: skip
     diff = json.loads((tmp_path / "report2" / "diff.json").read_text())
     assert diff["previous_scan"] is not None
     rows = {(Path(r["group"]).name, r["method"]): r for r in diff["results"]}
-    assert rows[("c.parquet", "loss")]["flagged_before"] is None
+    assert rows[("c.parquet", "mean_logprob")]["flagged_before"] is None
     assert (
-        rows[("a.parquet", "loss")]["flagged_before"] == rows[("a.parquet", "loss")]["flagged_now"]
+        rows[("a.parquet", "mean_logprob")]["flagged_before"]
+        == rows[("a.parquet", "mean_logprob")]["flagged_now"]
     )
 
 
@@ -124,7 +136,7 @@ def test_scan_on_s3_detects_a_changed_object(
     keys = [o["Key"] for o in client.list_objects_v2(Bucket="corpus")["Contents"]]
     assert f"scores/{MANIFEST_NAME}" in keys
     report = json.loads((tmp_path / "r2" / "report.json").read_text())
-    scored = {r["group"]: r["n_scored"] for r in report["results"] if r["method"] == "loss"}
+    scored = {r["group"]: r["n_scored"] for r in report["results"] if r["method"] == "mean_logprob"}
     assert scored == {"a.parquet": 2, "b.parquet": 2}
 
 

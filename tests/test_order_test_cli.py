@@ -280,7 +280,7 @@ def test_orderings_longer_than_the_context_are_scored_with_sliding_windows(tiny_
             logp = torch.log_softmax(tiny_llama.model(input_ids=part).logits[0, :-1].double(), -1)
         picked = logp.gather(1, part[0, 1:, None])[window.first_kept :, 0]
         total += float(picked.sum())
-    assert scored["loss"] * scored["n_tokens"] == pytest.approx(total, rel=1e-4)
+    assert scored["mean_logprob"] * scored["n_tokens"] == pytest.approx(total, rel=1e-4)
     assert scored["n_tokens"] == len(ids) - 1
 
 

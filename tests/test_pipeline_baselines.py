@@ -76,9 +76,11 @@ def test_baseline_stages_match_the_in_process_functions(tiny_llama_dir, tiny_gpt
     expected = pl.concat(
         [
             base,
-            lowercase_scores(target, target.encode(TEXTS), base["loss"]),
-            neighbor_scores(target, target.encode(TEXTS), base["loss"], n_neighbors=2, seed=5),
-            reference_scores(reference, reference.encode(TEXTS), base["loss"]),
+            lowercase_scores(target, target.encode(TEXTS), base["mean_logprob"]),
+            neighbor_scores(
+                target, target.encode(TEXTS), base["mean_logprob"], n_neighbors=2, seed=5
+            ),
+            reference_scores(reference, reference.encode(TEXTS), base["mean_logprob"]),
         ],
         how="horizontal",
     )
@@ -87,7 +89,7 @@ def test_baseline_stages_match_the_in_process_functions(tiny_llama_dir, tiny_gpt
     assert scores["ref_n_tokens"].to_list() != scores["n_tokens"].to_list()  # own tokenizer
     for column in ("n_tokens", "lowercase_n_tokens", "ref_n_tokens", "neighbor_source"):
         assert scores[column].to_list() == expected[column].to_list(), column
-    for column in ("loss", "minkpp_k20", "lowercase", "neighbor", "ref"):
+    for column in ("mean_logprob", "minkpp_k20", "lowercase", "neighbor", "ref"):
         got, want = scores[column].to_list(), expected[column].to_list()
         assert [g is None for g in got] == [w is None for w in want], column
         assert all(
@@ -95,9 +97,11 @@ def test_baseline_stages_match_the_in_process_functions(tiny_llama_dir, tiny_gpt
             for g, w in zip(got, want, strict=True)
         ), column
     for index in (4, 6):  # empty, missing text
-        assert all(scores[c][index] is None for c in ("loss", "lowercase", "neighbor", "ref"))
+        assert all(
+            scores[c][index] is None for c in ("mean_logprob", "lowercase", "neighbor", "ref")
+        )
     # "A" is <bos> A for the target but one token, nothing to predict, for the reference.
-    assert scores["loss"][5] is not None and scores["ref"][5] is None
+    assert scores["mean_logprob"][5] is not None and scores["ref"][5] is None
     passes = {
         "single-pass methods": 1,
         "Lowercase": 1,
@@ -162,7 +166,7 @@ def test_pac_wbc_and_samia_run_as_stages_with_the_in_process_values(
     target = DocumentScorer(load_model(config.model), config.scoring)
     reference = DocumentScorer(load_model(config.baselines.reference_model), config.scoring)
     documents = target.encode(texts)
-    loss = pl.Series(target.score_documents(documents)["loss"], dtype=pl.Float64)
+    loss = pl.Series(target.score_documents(documents)["mean_logprob"], dtype=pl.Float64)
     main_pass = RunnerBatch(documents, loss)
     references = RunnerBatch(reference.encode(texts), loss,
                              target_logprobs=main_pass.logprobs(target))  # fmt: skip

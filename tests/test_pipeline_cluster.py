@@ -19,6 +19,7 @@ from helpers import REPO, ray_head, score_command
 from minkscan.config import build_config
 from minkscan.distributed.runner import run_scoring
 from minkscan.distributed.session import session_processes
+from minkscan.io.score_reader import read_output
 from minkscan.io.scores import ScoreOutput
 from minkscan.models.loading import load_model
 from minkscan.scorer import DocumentScorer
@@ -41,7 +42,9 @@ def write_corpus(directory: Path, documents: int, per_shard: int) -> list[str]:
 
 def committed_ids(output: Path) -> list[str]:
     """Ids of the complete pieces, as every reader of the output sees them."""
-    return sorted(ScoreOutput(pafs.LocalFileSystem(), str(output)).read(["id"])["id"].to_pylist())
+    return sorted(
+        read_output(ScoreOutput(pafs.LocalFileSystem(), str(output)), ["id"])["id"].to_pylist()
+    )
 
 
 def has_complete_piece(output: Path) -> bool:
@@ -105,12 +108,12 @@ def test_rerun_after_killing_the_job_midway_completes_each_id_exactly_once(
     assert f"scored {len(ids) - committed_rows} documents" in stdout
     assert committed_ids(output) == ids
     # The same scores as a clean run: the in-process scorer on the same texts.
-    final = pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(output)).read()).sort("id")
+    final = pl.from_arrow(read_output(ScoreOutput(pafs.LocalFileSystem(), str(output)))).sort("id")
     config = build_config({}, {"model.name": str(tiny_llama_dir), "model.device": "cpu"})
     expected = DocumentScorer(load_model(config.model), config.scoring).score_frame(
         [f"Document {i} says the quick brown fox jumps over the lazy dog." for i in ids]
     )
-    for column in ("loss", "minkpp_k20"):
+    for column in ("mean_logprob", "minkpp_k20"):
         assert final[column].to_list() == pytest.approx(expected[column].to_list(), abs=1e-4)
 
 

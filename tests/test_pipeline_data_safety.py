@@ -62,7 +62,7 @@ def test_undecodable_and_nul_only_rows_get_a_status_and_cost_no_other_row(tiny_l
 
     result = scores(tmp_path / "out")
     assert result["status"].to_list() == ["ok", "bad_encoding", "empty", "ok"]
-    assert result["loss"].is_null().to_list() == [False, True, True, False]
+    assert result["mean_logprob"].is_null().to_list() == [False, True, True, False]
 
 
 def test_a_shard_with_corrupt_pages_is_skipped_whole_and_listed_or_fails_naming_it(
@@ -176,7 +176,9 @@ def test_a_partly_committed_piece_is_completed_with_only_its_missing_rows(
     assert "scored 4 documents" in capsys.readouterr().out
     resumed = scores(tmp_path / "out")
     assert resumed["row"].to_list() == list(range(8))
-    assert resumed["loss"].to_list() == pytest.approx(clean["loss"].to_list(), abs=1e-6)
+    assert resumed["mean_logprob"].to_list() == pytest.approx(
+        clean["mean_logprob"].to_list(), abs=1e-6
+    )
 
 
 @pytest.mark.parametrize(
@@ -238,7 +240,7 @@ def test_a_same_length_edit_of_a_parquet_file_without_statistics_is_scored_again
     rows = scores(tmp_path / "out")
     assert rows["id"].to_list() == ["a", "b"]
     expected = score_texts(["One test here."], model=str(tiny_llama_dir), device="cpu")
-    assert rows["loss"][0] == pytest.approx(expected["loss"][0], rel=1e-5)
+    assert rows["mean_logprob"][0] == pytest.approx(expected["mean_logprob"][0], rel=1e-5)
 
 
 def test_a_shard_error_is_one_line_whatever_the_reader_said():

@@ -14,6 +14,7 @@ import pyarrow.fs as pafs
 import pytest
 from minkscan.cli import main
 from minkscan.io.inputs import discover
+from minkscan.io.score_reader import read_output
 from minkscan.io.scores import ScoreOutput
 
 TEXTS = ["The first document of the set.", "", "A third one, a little longer than that."]
@@ -54,7 +55,7 @@ def test_each_format_is_scored_row_for_row_with_ids_from_its_relative_path(
                  "--model", str(tiny_llama_dir)])  # fmt: skip
     assert code == 0, capsys.readouterr().err
 
-    scores = ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out")).read()
+    scores = read_output(ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out")))
     frame = pl.from_arrow(scores).sort("row")
     assert frame["id"].to_list() == [f"{name}:{row}" for row in range(3)]
     assert frame["status"].to_list() == ["ok", "empty", "ok"]
@@ -93,7 +94,7 @@ def test_limit_scores_the_first_n_rows_across_files(tiny_llama_dir, tmp_path, ca
     code = main(["score", "--input", str(inputs), "--output", str(tmp_path / "out"),
                  "--model", str(tiny_llama_dir), "--limit", "3"])  # fmt: skip
     assert code == 0, capsys.readouterr().err
-    scores = pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out")).read())
+    scores = pl.from_arrow(read_output(ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out"))))
     assert sorted(scores["id"].to_list()) == ["a.parquet:0", "a.parquet:1", "b.parquet:0"]
 
 
@@ -111,7 +112,7 @@ def test_ids_are_kept_as_written_whatever_they_look_like(tiny_llama_dir, tmp_pat
     code = main(["score", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
                  "--model", str(tiny_llama_dir), "--id-column", "id"])  # fmt: skip
     assert code == 0, capsys.readouterr().err
-    frame = pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out")).read())
+    frame = pl.from_arrow(read_output(ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out"))))
     assert sorted(frame["id"].to_list()) == sorted([*csv_ids, "0042", "2024-02-01", "7", "x7"])
 
 
@@ -126,7 +127,7 @@ def test_each_real_file_is_read_once_and_globs_follow_shell_rules(tiny_llama_dir
     code = main(["score", "--input", str(root), "--output", str(tmp_path / "out"),
                  "--model", str(tiny_llama_dir)])  # fmt: skip
     assert code == 0, capsys.readouterr().err
-    frame = pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out")).read())
+    frame = pl.from_arrow(read_output(ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out"))))
     assert sorted(frame["id"].to_list()) == ["a.csv:0", "a.csv:1", "sub/b.csv:0"]
 
     def found(spec: str) -> list[str]:
@@ -181,7 +182,7 @@ def test_files_an_input_directory_holds_but_does_not_read_are_counted_and_listed
     summary = capsys.readouterr().out
     assert ("; files not read: 4 (2 hidden (_ or . name), 1 second path to a file (symlink), "
             "1 unknown format; -v lists them)") in summary  # fmt: skip
-    frame = pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out")).read())
+    frame = pl.from_arrow(read_output(ScoreOutput(pafs.LocalFileSystem(), str(tmp_path / "out"))))
     assert sorted(frame["id"].to_list()) == ["a.csv:0", "a.csv:1"]
 
     assert main(["-v", *args]) == 0  # nothing to do now, and it says what it did not read

@@ -22,6 +22,7 @@ from minkscan.distributed.runner import run_scoring
 from minkscan.distributed.spec import StageSpec
 from minkscan.distributed.stages import ScoreStage
 from minkscan.io.inputs import ShardError
+from minkscan.io.score_reader import read_output
 from minkscan.io.scores import ScoreOutput
 from minkscan.models.loading import load_model
 from minkscan.scorer import DocumentScorer
@@ -55,7 +56,7 @@ def make_config(model_dir: Path, inputs: list[str], output: Path, **overrides) -
 
 def read_scores(output: Path) -> pl.DataFrame:
     """The output as every user-facing command reads it."""
-    return pl.from_arrow(ScoreOutput(pafs.LocalFileSystem(), str(output)).read()).sort("id")
+    return pl.from_arrow(read_output(ScoreOutput(pafs.LocalFileSystem(), str(output)))).sort("id")
 
 
 def write_shards(directory: Path, texts: list, per_shard: int, with_ids: bool = True) -> None:

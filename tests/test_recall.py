@@ -68,7 +68,7 @@ def cached_scores(loaded, texts: list[str], **baselines) -> dict[str, list[float
     config = BaselinesConfig(recall_prefix=PREFIX, conrecall_member_prefix=MEMBER_PREFIX,
                              **baselines)  # fmt: skip
     documents = scorer.encode(texts)
-    base_loss = pl.Series(scorer.score_documents(documents)["loss"], dtype=pl.Float64)
+    base_loss = pl.Series(scorer.score_documents(documents)["mean_logprob"], dtype=pl.Float64)
     batch = RunnerBatch(documents, base_loss)
     return {
         "recall": ReCaLL(config)(scorer, batch)["recall"].to_list(),
@@ -150,7 +150,7 @@ def test_recall_and_conrecall_are_stages_whose_prefixes_the_run_records(
     )
     texts = [DOCUMENTS[int(i[1:])] for i in scored["id"]]
     conditional = PrefixCache(scorer, PREFIX).log_likelihoods(scorer.encode(texts))
-    expected = [c / loss for c, loss in zip(conditional, scored["loss"], strict=True)]
+    expected = [c / loss for c, loss in zip(conditional, scored["mean_logprob"], strict=True)]
     assert scored["recall"].to_list() == pytest.approx(expected, rel=1e-4)
     record = json.loads((tmp_path / "out" / "_manifest.json").read_text())
     # Two non-members for two shots: used whole, in order; three members: a seeded choice.

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 from helpers import SAMPLE
 from minkscan.cli import main
-from minkscan.io.scores import read_scores
+from minkscan.io.score_reader import read_scores
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_kept_columns_that_are_missing_or_clash_fail_in_one_line_before_work(
     base = ["score", "--input", str(labelled), "--output", str(tmp_path / "out")]
     assert main([*base, "--keep-columns", "label,nope"]) == 2
     assert "has no column(s) ['nope']" in capsys.readouterr().err
-    assert main([*base, "--keep-columns", "loss"]) == 2
+    assert main([*base, "--keep-columns", "mean_logprob"]) == 2
     assert "would overwrite the score file's own column" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
@@ -144,7 +144,7 @@ def test_a_misspelt_group_column_or_method_gets_a_did_you_mean_and_the_valid_nam
     tmp_path, capsys
 ):
     scores = pl.DataFrame({"id": ["a", "b", "c"], "status": ["ok"] * 3, "n_tokens": [9] * 3,
-                           "minkpp_k20": [0.1, 0.2, 0.3], "loss": [-1.0, -2.0, -3.0],
+                           "minkpp_k20": [0.1, 0.2, 0.3], "mean_logprob": [-1.0, -2.0, -3.0],
                            "dataset": ["x", "y", "x"]})  # fmt: skip
     scores.write_parquet(tmp_path / "s.parquet")
     assert main(["calibrate", "--nonmembers", str(tmp_path / "s.parquet"),

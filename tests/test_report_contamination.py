@@ -29,7 +29,7 @@ def scores(rng: np.random.Generator, n_non: int, n_mem: int, group: str) -> pl.D
             "status": ["ok"] * n,
             "n_tokens": [32] * n,
             "minkpp_k20": values,
-            "loss": values + rng.normal(0.0, 0.5, n),
+            "mean_logprob": values + rng.normal(0.0, 0.5, n),
             "label": [0] * n_non + [1] * n_mem,
         }
     )

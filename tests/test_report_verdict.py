@@ -34,7 +34,7 @@ def frame(rng, n_non: int, n_mem: int, group: str, lengths=None, shift: float = 
             "status": ["ok"] * n,
             "n_tokens": lengths if lengths is not None else [64] * n,
             "minkpp_k20": values,
-            "loss": values + rng.normal(0, 1, n),
+            "mean_logprob": values + rng.normal(0, 1, n),
             "zlib": rng.normal(0, 1, n),
             "label": [0] * n_non + [1] * n_mem,
         }
@@ -79,11 +79,13 @@ def test_the_verdict_rests_on_the_primary_method_with_holm_across_groups(
 
 def test_other_methods_are_exploratory_with_holm_over_all_their_tests(calibrated, audited):
     report = build_report(audited.lazy(), calibrated, group_column="group")
-    assert {row.method for row in report.exploratory} == {"loss", "zlib"}
+    assert {row.method for row in report.exploratory} == {"mean_logprob", "zlib"}
     raw = [row.p_value for row in report.exploratory]
     assert [row.p_adjusted for row in report.exploratory] == pytest.approx(holm(raw))
-    declared = build_report(audited.lazy(), calibrated, group_column="group", primary_method="loss")
-    assert declared.primary_method == "loss"
+    declared = build_report(
+        audited.lazy(), calibrated, group_column="group", primary_method="mean_logprob"
+    )
+    assert declared.primary_method == "mean_logprob"
     assert {row.method for row in declared.exploratory} == {"minkpp_k20", "zlib"}
 
 
@@ -105,8 +107,8 @@ def test_html_opens_with_the_verdict_and_hides_other_methods_in_a_fold(
     assert body.index('class="verdict yes"') < body.index("<table")
     assert "my-model" in body and "minkpp_k20" in body
     fold = body.split("<details>")[1]
-    assert "loss" in fold and "zlib" in fold
-    assert "loss" not in body.split("<details>")[0].split("ROC curves")[0]
+    assert "mean_logprob" in fold and "zlib" in fold
+    assert "mean_logprob" not in body.split("<details>")[0].split("ROC curves")[0]
     assert body.count("data:image/png;base64,") == 3  # histogram, flagged per group, ROC
     assert "e-0" not in body.split("<details>")[0] or "< 1e-10" in body  # rounded numbers
 

@@ -28,7 +28,7 @@ def test_a_one_token_text_without_bos_is_too_short_to_score() -> None:
     gpt2_style = build_tiny_model("gpt2")  # adds no BOS: one token, nothing to predict
     frame = score_texts(["A", "AB the fox"], model=gpt2_style)
     assert frame["status"].to_list() == ["too_short", "ok"]
-    assert frame["loss"][0] is None
+    assert frame["mean_logprob"][0] is None
     with_bos = score_texts(["A"], model=gpt2_style, prepend_bos=True)
     assert with_bos["status"].to_list() == ["ok"] and with_bos["n_tokens"][0] == 1
 
@@ -50,7 +50,7 @@ def test_output_has_n_tokens_status_and_every_configured_score_column(
     assert frame.columns == [
         "n_tokens",
         "status",
-        "loss",
+        "mean_logprob",
         "zlib",
         "mink_k5",
         "mink_k25",
@@ -65,7 +65,7 @@ def test_output_has_n_tokens_status_and_every_configured_score_column(
 
 def test_min_k_at_100_percent_is_the_loss(tiny_llama: LoadedModel) -> None:
     frame = score_texts(["The quick brown fox jumps over the lazy dog."], model=tiny_llama)
-    assert frame["mink_k100"][0] == pytest.approx(frame["loss"][0], abs=1e-9)
+    assert frame["mink_k100"][0] == pytest.approx(frame["mean_logprob"][0], abs=1e-9)
 
 
 def test_unknown_scoring_options_are_rejected_by_name(tiny_llama: LoadedModel) -> None:

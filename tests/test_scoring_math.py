@@ -155,7 +155,7 @@ def test_every_score_is_oriented_higher_for_more_likely_text() -> None:
     scoring = ScoringConfig(k_percentages=[20, 100], ablation_k_percentages=[20])
     documents = Documents(stats, np.array([3, 3]), ["same text", "same text"])
     scores = document_scores(documents, single_pass_methods(scoring), scoring)
-    assert list(scores) == ["loss", "zlib", "mink_k20", "mink_k100", "minkpp_k20",
+    assert list(scores) == ["mean_logprob", "zlib", "mink_k20", "mink_k100", "minkpp_k20",
                             "minkpp_k100", "gapk_k20", "gapk_k100", "minkpp_mu_k20",
                             "minkpp_sigma_k20"]  # fmt: skip
     for name, values in scores.items():

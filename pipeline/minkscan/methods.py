@@ -24,8 +24,13 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from minkscan.config import BaselinesConfig, ScoringConfig
 
-# The Loss column: the main pass's mean log p, which the extra-pass methods compare against.
-LOSS = "loss"
+# The Loss method's column: the main pass's mean log p (higher = member), which the
+# extra-pass methods compare against. Named for what it holds: transformers' and lm-eval's
+# `loss` is its negative, so a column named `loss` here would invert on a join.
+LOSS = "mean_logprob"
+# Score columns older minkscan versions wrote under another name, by that name; readers of
+# a minkscan score output (and of a calibration) take them under the name they have now.
+FORMER_NAMES: dict[str, str] = {"loss": LOSS}
 # The method a report's verdict rests on unless another is declared: Min-K%++ at k = 20%.
 DEFAULT_PRIMARY = "minkpp_k20"
 

@@ -33,7 +33,7 @@ from transformers import (
 
 from minkscan.baselines.batch import RunnerBatch
 from minkscan.config import BaselinesConfig
-from minkscan.methods import method_named, neighbor_source
+from minkscan.methods import LOSS, method_named, neighbor_source
 from minkscan.schema import N_TOKENS
 from minkscan.scorer import DocumentScorer
 from minkscan.text.tokenize import EncodedDocument
@@ -42,7 +42,7 @@ from minkscan.text.tokenize import EncodedDocument
 def _difference(base_loss: pl.Series, other: dict[str, list[Any]], key: str) -> pl.DataFrame:
     """Method ``key``'s columns: the base loss minus ``other``'s, then the tokens behind it."""
     score, n_tokens = method_named(key).output_columns
-    loss = pl.Series(other["loss"], dtype=pl.Float64)
+    loss = pl.Series(other[LOSS], dtype=pl.Float64)
     return pl.DataFrame(
         {score: base_loss - loss, n_tokens: other[N_TOKENS]},
         schema={score: pl.Float64, n_tokens: pl.Int64},
@@ -193,7 +193,7 @@ def neighbor_scores(
                 neighbours.append(EncodedDocument(text, ids, document.status))
         owners.extend([index] * n_neighbors)
     losses: list[list[float]] = [[] for _ in documents]
-    for owner, loss in zip(owners, scorer.score_documents(neighbours)["loss"], strict=True):
+    for owner, loss in zip(owners, scorer.score_documents(neighbours)[LOSS], strict=True):
         losses[owner].append(loss)
     scores = [
         base - float(np.mean(own)) if own and base is not None and None not in own else None

@@ -19,7 +19,7 @@ import polars as pl
 
 from minkscan.errors import UserError
 from minkscan.io.paths import read_text, write_text
-from minkscan.methods import DEFAULT_PRIMARY, score_columns
+from minkscan.methods import DEFAULT_PRIMARY, FORMER_NAMES, score_columns
 from minkscan.schema import N_TOKENS, TEXT
 from minkscan.statistics import auroc, clopper_pearson
 
@@ -93,10 +93,12 @@ class Calibration:
 
 
 def load_calibration(path: str | Path) -> Calibration:
-    """Read a calibration JSON written by `Calibration.write` (a clear error otherwise)."""
+    """Read a calibration JSON written by `Calibration.write` (a clear error otherwise); a
+    method an older minkscan wrote under a former column name is read under its name now."""
     try:
         raw = json.loads(read_text(str(path)))
-        methods = {name: MethodCalibration(**value) for name, value in raw.pop("methods").items()}
+        methods = {FORMER_NAMES.get(name, name): MethodCalibration(**value)
+                   for name, value in raw.pop("methods").items()}  # fmt: skip
         return Calibration(methods=methods, **raw)
     except FileNotFoundError:
         raise UserError(

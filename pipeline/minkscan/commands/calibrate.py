@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from minkscan.calibration import calibrate
     from minkscan.calibration.threshold import primary_method, sample_size_warning
     from minkscan.io.labels import checked_labels, joined_labels, unique_labels
-    from minkscan.io.scores import read_scores
+    from minkscan.io.score_reader import read_scores
     from minkscan.reporting.numbers import rate, significant_digits
 
     if args.nonmembers:

@@ -33,6 +33,7 @@ from minkscan.errors import UserError
 from minkscan.io.inputs import discover
 from minkscan.io.ownership import check_apart, check_owned, writing
 from minkscan.io.paths import filesystem_for, fs_path, join, write_text
+from minkscan.io.score_reader import read_output
 from minkscan.io.scores import OutputError, ScoreOutput
 from minkscan.reporting.build import build_report
 from minkscan.reporting.render import json_summary, write_report
@@ -279,7 +280,7 @@ def _scan(config: ScanConfig, calibration: Calibration, report_dir: str | Path) 
         if stale not in runs.values():
             _delete_run(fs, f"{root}/{RUNS_DIR}/{stale}")
 
-    run_tables = {run: pl.from_arrow(ScoreOutput(fs, f"{root}/{RUNS_DIR}/{run}").read())
+    run_tables = {run: pl.from_arrow(read_output(ScoreOutput(fs, f"{root}/{RUNS_DIR}/{run}")))
                   for run in set(runs.values())}  # fmt: skip
     frames = [
         run_tables[runs[relpath]]

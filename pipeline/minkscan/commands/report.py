@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
     from minkscan.calibration import load_calibration
     from minkscan.io.ownership import check_owned, writing
-    from minkscan.io.scores import read_scores
+    from minkscan.io.score_reader import read_scores
     from minkscan.reporting import build_report, write_report
     from minkscan.schema import REPORT_FILES
 
@@ -162,7 +162,7 @@ def _heldout(path: str, audited):
     import polars as pl
 
     from minkscan.io.record import scoring_differences
-    from minkscan.io.scores import read_scores
+    from minkscan.io.score_reader import read_scores
     from minkscan.reporting.audits import shared_documents
 
     heldout = read_scores(path)

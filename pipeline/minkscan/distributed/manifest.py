@@ -10,7 +10,8 @@ from typing import Any
 
 from minkscan.config import ScanConfig
 from minkscan.distributed.progress import RunSummary
-from minkscan.io.scores import MANIFEST, ScoreOutput
+from minkscan.io.scores import ScoreOutput
+from minkscan.schema import MANIFEST
 
 PACKAGES = ("minkscan", "torch", "transformers", "ray", "pyarrow")
 

@@ -60,7 +60,7 @@ class RunPlan:
     skipped_files: dict[str, str] = field(default_factory=dict)  # not read, and why
     recorded_bad: frozenset[str] = frozenset()
     changes: InputChanges = field(default_factory=InputChanges)  # since the output's last run
-    old_format: bool = False  # the output is adopted (`ScoreOutput.adopt`) before scoring
+    old_format: bool = False  # the output is adopted (`io.older_outputs`) before scoring
 
     @property
     def marker_outdated(self) -> bool:

@@ -38,6 +38,7 @@ from minkscan.distributed.session import (
 )
 from minkscan.errors import Interrupted, RunFailed, interrupted_code
 from minkscan.io.lease import WriterLease
+from minkscan.io.older_outputs import adopt
 from minkscan.io.paths import is_s3
 from minkscan.methods import forward_passes, pass_labels
 from minkscan.models.names import first_use_note
@@ -68,7 +69,7 @@ def run_scoring(config: ScanConfig) -> RunSummary:
     try:
         with lease.held():
             if plan.old_format:  # an output of an older minkscan: rekeyed by content
-                plan.output.adopt(plan.files, derived_ids=not plan.has_ids)
+                adopt(plan.output, plan.files, derived_ids=not plan.has_ids)
             plan = plan_run(config)  # again, now that no other run can write the output
             progress = Progress(config.ray.progress_seconds, plan.rows_to_score)
             _forget_reread(plan)

@@ -35,7 +35,7 @@ from minkscan.evaluation.tables import (
 )
 from minkscan.io.inputs import InputError
 from minkscan.io.paths import filesystem_for, fs_path
-from minkscan.io.scores import read_scores
+from minkscan.io.score_reader import read_scores
 from minkscan.methods import LOSS
 from minkscan.models.loading import load_model
 from minkscan.schema import GROUP, ID, LABEL, ROW, SOURCE, STATUS, TEXT

@@ -192,7 +192,7 @@ def run_order_test(
     writes ``order_test.json`` in ``output``."""
     from minkscan.distributed.plan import plan_run
     from minkscan.distributed.runner import run_scoring
-    from minkscan.io.scores import read_scores
+    from minkscan.io.score_reader import read_scores
 
     settings, examples = prepared or planned(config, settings, alpha)
     texts = examples.texts

@@ -138,7 +138,7 @@ def read_labelled_scores(
     own ``label`` column or the ``labels`` file, and a ``group`` (the kept ``group`` column;
     rows without one are the group ``all``, as members and non-members are often scored
     apart); None when ``paths`` are labelled texts to score. A mix of both is refused."""
-    from minkscan.io.scores import read_scores
+    from minkscan.io.score_reader import read_scores
 
     kinds = [_holds_scores(path) for path in paths]
     if not any(kinds):

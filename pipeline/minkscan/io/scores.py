@@ -1,5 +1,7 @@
-"""The score output directory: the one reader and writer of score shards, markers and the
-run manifest, on local disk or S3.
+"""The score output directory: the one writer of score shards, markers and the run
+manifest, on local disk or S3, and what may be in it (its rows are read back by
+`minkscan.io.score_reader`; outputs of an older format are brought to this one by
+`minkscan.io.older_outputs`).
 
 Layout (everything minkscan writes, and nothing else, may be in the directory):
 
@@ -26,7 +28,6 @@ input's old content, a dropped input) are deleted once its marker is written.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import uuid
@@ -41,28 +42,23 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from minkscan.config import S3Config
 from minkscan.errors import RunFailed, UserError
 from minkscan.io.inputs import InputFile
-from minkscan.io.paths import filesystem_for, fs_path
 from minkscan.io.record import RunRecord, differences
+from minkscan.methods import FORMER_NAMES
 from minkscan.schema import (
     BAD_DIR,
-    ID,
-    MANIFEST,
     MARKER,
     OUTPUT_NAMES,
     ROW,
-    SOURCE,
     TMP_DIR,
     PieceKey,
-    derived_id,
     parse_part_name,
     part_name,
 )
 
 # 3: score files keyed by content, inputs recorded by key. 2: keyed by relative path, each
-# input's size and mtime recorded (adopted by `ScoreOutput.adopt`). 1: no run record.
+# input's size and mtime recorded (adopted by `minkscan.io.older_outputs`). 1: no run record.
 FORMAT_VERSION = 3
 RECORDS_RUN = 2  # the first format whose marker records the run's identity
 # Layout keys older outputs recorded that no longer bind a resume: commits are cut by rows,
@@ -140,6 +136,7 @@ class ScoreOutput:
                       "identity": record.identity}  # fmt: skip
         recorded["layout"] = {k: v for k, v in (recorded["layout"] or {}).items()
                               if k not in RETIRED_LAYOUT}  # fmt: skip
+        recorded["columns"] = [FORMER_NAMES.get(name, name) for name in recorded["columns"] or []]
         if recorded["columns"] != wanted["columns"]:
             recorded["columns"], wanted["columns"] = (
                 ", ".join(recorded["columns"] or []), ", ".join(wanted["columns"]))  # fmt: skip
@@ -159,30 +156,6 @@ class ScoreOutput:
         marker = self.read_json(MARKER)
         return marker.get("inputs", {}) if marker.get("format", 1) >= FORMAT_VERSION else None
 
-    def adopt(self, files: list[InputFile], derived_ids: bool) -> None:
-        """Bring an output of an older format to this one: the score files of each input
-        whose recorded size and modification time still match are renamed from the key of
-        its path to the key of its content; the others (changed, or gone) stay unseen and
-        are scored again (`create` deletes them). A kill midway leaves an output this can
-        finish."""
-        if not self.exists():
-            return
-        marker = self.read_json(MARKER)
-        if marker.get("format", 1) >= FORMAT_VERSION:
-            return
-        recorded = marker.get("inputs", {})
-        keys = {_path_key(file.relpath): file for file in files
-                if recorded.get(file.relpath) == file.stat}  # fmt: skip
-        for part in self.parts():
-            file = keys.get(part.key)
-            if file is not None:
-                piece = PieceKey(file.key, part.piece.start, part.piece.end)
-                self.fs.move(part.path, f"{self.root}/{part_name(piece, part.first, part.rows)}")
-        if self.fs.get_file_info(f"{self.root}/{BAD_DIR}").type == pafs.FileType.Directory:
-            self.fs.delete_dir(f"{self.root}/{BAD_DIR}")  # by path key: found again if bad
-        run = {k: v for k, v in marker.items() if k not in ("format", "inputs")}
-        self._write_marker(run, list(keys.values()), derived_ids)
-
     def _check_creatable(self) -> None:
         """A new local output's nearest existing ancestor must be a writable directory."""
         ancestor = Path(self.root)
@@ -198,13 +171,13 @@ class ScoreOutput:
         are then deleted (edited or dropped inputs). Also proves the output is writable."""
         if not self.exists():
             self.fs.create_dir(self.root, recursive=True)
-        self._write_marker({"columns": record.columns, "layout": record.layout,
+        self.write_marker({"columns": record.columns, "layout": record.layout,
                             "identity": record.identity}, files, derived_ids)  # fmt: skip
         keys = {file.key for file in files}
         self.delete_parts([part for part in self.parts() if part.key not in keys])
         self.tidy()  # a killed run's temporary files
 
-    def _write_marker(self, run: dict[str, Any], files: list[InputFile], derived_ids: bool) -> None:
+    def write_marker(self, run: dict[str, Any], files: list[InputFile], derived_ids: bool) -> None:
         inputs = {file.key: {"path": file.relpath, "content": file.content,
                              "derived_ids": derived_ids} for file in files}  # fmt: skip
         self.write_json(MARKER, {"format": FORMAT_VERSION, **run, "inputs": inputs})
@@ -322,87 +295,3 @@ class ScoreOutput:
         """The score files of the inputs the last run named (all, in an older format)."""
         inputs = self.recorded_inputs()
         return parts if inputs is None else [part for part in parts if part.key in inputs]
-
-    def read(self, columns: list[str] | None = None) -> pa.Table:
-        """The score rows of every complete piece of the recorded inputs (``columns`` of
-        them, default all), each under its input's path now: a renamed file's rows show
-        its new ``source`` (and derived ``id``).
-
-        Never deletes or rewrites anything; an empty table when nothing is complete.
-        """
-        recorded = self.recorded_inputs()
-        inputs = recorded or {}
-        parts = [p for p in self.parts() if recorded is None or p.key in recorded]
-        complete, _ = self.completion(parts)
-        # Every score file has source and row: read them to put the rows at their path.
-        wanted = columns and [*columns, *(c for c in (SOURCE, ROW) if c not in columns)]
-        tables = []
-        for part in sorted(parts, key=lambda p: p.path):
-            if part.piece in complete:
-                with self.fs.open_input_file(part.path) as handle:
-                    table = _at_path(pq.read_table(handle, columns=wanted), inputs.get(part.key))
-                tables.append(table if columns is None else table.select(columns))
-        if not tables:
-            if self.exists():
-                names = columns or self.read_json(MARKER)["columns"]
-                return pa.table({name: pa.array([], pa.null()) for name in names})
-            raise OutputError(f"{self.root} holds no minkscan scores")
-        return pa.concat_tables(tables, promote_options="permissive")
-
-
-def _path_key(relpath: str) -> str:
-    """The key of an input in a format-2 output: a hash of its relative path."""
-    return hashlib.sha1(relpath.encode()).hexdigest()[:16]
-
-
-def _at_path(table: pa.Table, entry: dict[str, Any] | None) -> pa.Table:
-    """Score rows under the path their input has now (``entry``, its marker record):
-    ``source`` and, where ids are derived from it, ``id``."""
-    if entry is None or SOURCE not in table.column_names or table.num_rows == 0:
-        return table
-    path = entry["path"]
-    if table[SOURCE][0].as_py() == path:
-        return table
-    table = table.set_column(table.schema.get_field_index(SOURCE), SOURCE,
-                             pa.array([path] * table.num_rows, pa.string()))  # fmt: skip
-    if entry.get("derived_ids") and ID in table.column_names:
-        ids = [derived_id(path, row) for row in table[ROW].to_pylist()]
-        table = table.set_column(table.schema.get_field_index(ID), ID, pa.array(ids, pa.string()))
-    return table
-
-
-@dataclass(frozen=True)
-class ScoreData:
-    """Score rows with what produced them (from the run manifest, when there is one)."""
-
-    table: pa.Table
-    model: str | None
-    inputs: list[str]
-    identity: dict[str, Any] | None = None  # the run record's (None: a plain score file)
-
-
-def read_scores(path: str, s3: S3Config | None = None) -> ScoreData:
-    """A `minkscan score` output directory (its complete pieces) or one score Parquet file,
-    local or ``s3://``; the one way calibrate, report, benchmark and nightly read scores."""
-    fs = filesystem_for([path], s3 or S3Config())
-    where = fs_path(path)
-    info = fs.get_file_info(where)
-    if info.type == pafs.FileType.NotFound:
-        raise OutputError(f"no scores at {path}")
-    if info.type == pafs.FileType.File:
-        with fs.open_input_file(where) as handle:
-            try:
-                return ScoreData(pq.read_table(handle), None, [])
-            except (pa.ArrowException, OSError) as error:
-                problem = " ".join(str(error).split())
-                raise OutputError(f"{path} is not a Parquet score file ({info.size} bytes: "
-                                  f"{problem})") from None  # fmt: skip
-    output = ScoreOutput(fs, where)
-    table = output.read()
-    manifest = output.read_json(MANIFEST) if _exists(fs, f"{where}/{MANIFEST}") else {}
-    identity = output.read_json(MARKER).get("identity") if output.exists() else None
-    return ScoreData(table, manifest.get("model"), list(manifest.get("inputs", [])), identity)
-
-
-def _exists(fs: pafs.FileSystem, path: str) -> bool:
-    return fs.get_file_info(path).type == pafs.FileType.File
