@@ -1,13 +1,15 @@
 """Ray's one actor line (ray-project/ray#57733) is kept off the terminal; everything else
 written to descriptor 2 reaches it unchanged and in order, a line split across writes
-included, and a closed terminal never blocks the writer."""
+included, and a closed terminal never blocks the writer. Ray's "(raylet)" lines on standard
+output show while a run goes and are dropped once a stopped run shuts Ray down."""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 
-from minkscan.distributed.console import filtered
+from minkscan.distributed.console import filtered, raylet_lines_dropped_once_stopping, stopping
 
 RAY_LINE = (
     "[2026-11-25 18:57:24,937 E 11062 11062] core_worker.cc:2465: Actor with class name: "
@@ -71,3 +73,27 @@ def test_a_closed_terminal_never_blocks_the_writer():
     job.stderr.close()  # nobody reads descriptor 2 any more (`minkscan ... 2>&1 | head`)
     out, _ = job.communicate(timeout=60)
     assert job.returncode == 0 and out == b"done\n"
+
+
+SUBMIT_FAILED = (
+    "\x1b[33m(raylet)\x1b[0m Task MapWorker(MapBatches(ScoreStage)).submit failed. There are "
+    "infinite retries remaining, so the task will be retried. Error: The worker died"
+)
+
+
+def test_raylet_lines_show_while_a_run_goes_and_are_dropped_once_it_is_stopping(monkeypatch):
+    terminal = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    with raylet_lines_dropped_once_stopping():
+        print("(raylet) A worker died or was killed while executing a task")  # news: shown
+        print("scored 10 documents")
+        stopping()
+        print(SUBMIT_FAILED)
+        sys.stdout.write(SUBMIT_FAILED[:20])  # one line in two writes
+        sys.stdout.write(SUBMIT_FAILED[20:] + "\nthe line after it\n")
+        print("an unfinished line", end="")
+    assert sys.stdout is terminal
+    assert terminal.getvalue() == (
+        "(raylet) A worker died or was killed while executing a task\nscored 10 documents\n"
+        "the line after it\nan unfinished line"
+    )

@@ -185,6 +185,34 @@ def test_an_output_written_before_content_keys_is_adopted_without_scoring_again_
     assert json.loads((out / MARKER).read_text())["format"] == 3
 
 
+def test_an_older_outputs_input_swapped_under_its_size_and_mtime_is_scored_again(
+    tiny_llama_dir, scored, capsys, caplog
+):
+    """Format 2 recorded only size and time: before its scores are kept, a sample of each
+    input's rows is read and tokenised again, and a file whose rows no longer match them
+    (ids, statuses, token counts) is scored again, with a warning naming it."""
+    inputs, out = scored / "data" / "in", scored / "out"
+    before = losses(out)
+    downgrade_to_format_2(out, inputs)
+    path = inputs / "b.jsonl"
+    stat = path.stat()
+    swapped = [TEXTS[2] + " and more", TEXTS[3][: -len(" and more")]]  # the same bytes in all
+    jsonl(path, swapped)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size
+    capsys.readouterr()
+
+    assert score(tiny_llama_dir, inputs, out) == 0
+
+    assert "scored 2 documents" in capsys.readouterr().out
+    assert "b.jsonl is scored again: its size and time are as recorded, but 2 of 2" in caplog.text
+    after = losses(out)
+    assert sorted(after) == IDS
+    assert [after[i] for i in IDS[:2]] == [before[i] for i in IDS[:2]]  # a.parquet's kept
+    fresh = score_texts(swapped, str(tiny_llama_dir), device="cpu")["mean_logprob"].to_list()
+    assert [after[i] for i in IDS[2:]] == pytest.approx(fresh, abs=1e-5)
+
+
 FORMER = {"mean_logprob": "loss"}
 
 

@@ -202,13 +202,14 @@ def test_ctrl_c_and_sigterm_stop_a_run_in_one_line_and_the_rerun_resumes(tiny_ll
         if stop == signal.SIGINT:  # an impatient second Ctrl-C, while the run shuts down
             time.sleep(0.3)
             job.send_signal(stop)
-        _, stderr = job.communicate(timeout=120)
+        stdout, stderr = job.communicate(timeout=120)
         lines = stderr.splitlines()
         rows = sum(part.rows for part in ScoreOutput(pafs.LocalFileSystem(), str(output)).parts())
         assert job.returncode == code, stderr[-3000:]
         assert lines[-1] == (f"minkscan score: interrupted: {rows:,} rows committed; re-run the "
                              "same command to resume")  # fmt: skip
         assert "Traceback" not in stderr and "SIGTERM received" not in stderr
+        assert "(raylet)" not in stdout + stderr  # nothing of Ray's shutdown
         assert not (output / "_lease.json").exists()  # the writer lease is released
         committed.append(committed_ids(output))
         assert len(set(committed[-1])) == len(committed[-1]) and set(committed[-1]) <= set(ids)

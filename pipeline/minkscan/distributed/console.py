@@ -1,4 +1,4 @@
-"""The one line of Ray's own that a run keeps off the terminal.
+"""The lines of Ray's own that a run keeps off the terminal.
 
 Ray's C++ core prints, once per driver and whatever the stage's arguments, an error-level
 line for the first actor of a Ray Data actor pool: "Actor ... has constructor arguments in
@@ -6,6 +6,12 @@ the object store and max_restarts > 0" (Ray Data hands its actors an argument he
 object store, ray-project/ray#57733). It is no error of the run, and it is written straight
 to file descriptor 2, past Python's logging. `ray_actor_line_dropped` copies everything else
 written to descriptor 2 through unchanged, as it comes.
+
+Ray's driver also prints the errors its cluster reports, each as a "(raylet) ..." line on
+standard output. While a run goes they stay (a worker killed for memory is news); once a
+stopped run shuts Ray down (`stopping`), its tasks' failed submissions are reported that way
+("Task ... submit failed. There are infinite retries remaining"), and those lines are the
+shutdown's, not the user's: `raylet_lines_dropped_once_stopping` drops them from then on.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TextIO
 
 RAY_ACTOR_LINE = re.compile(
     rb"\[[^\]\n]*\] core_worker\.cc:\d+: Actor with class name: '[^'\n]*' and ID: '\w+' has "
@@ -87,3 +94,60 @@ def _write(fd: int, data: bytes) -> bool:
     except OSError:
         return False
     return True
+
+
+# A line of the errors Ray's driver prints (`ray._private.worker.print_to_stdstream`), its
+# "(raylet)" prefix maybe coloured.
+_RAYLET_LINE = re.compile(r"^(?:\x1b\[[0-9;]*m)*\(raylet\)")
+
+
+class _RayletLinesDropped:
+    """A text stream writing through to ``sink``, less the "(raylet)" lines written after
+    ``stopping`` is set (whole lines are judged: a line is held until its end arrives)."""
+
+    def __init__(self, sink: TextIO) -> None:
+        self.sink = sink
+        self.stopping = threading.Event()
+        self._pending = ""
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            if not self.stopping.is_set() and not self._pending:
+                return self.sink.write(text)
+            *lines, self._pending = (self._pending + text).split("\n")
+            kept = [line for line in lines if not _RAYLET_LINE.match(line)]
+            if kept:
+                self.sink.write("\n".join(kept) + "\n")
+            return len(text)
+
+    def flush(self) -> None:
+        self.sink.flush()
+
+    def __getattr__(self, name: str) -> object:  # isatty, fileno, encoding, ...
+        return getattr(self.sink, name)
+
+
+_active: list[_RayletLinesDropped] = []
+
+
+@contextmanager
+def raylet_lines_dropped_once_stopping() -> Iterator[None]:
+    """Standard output through `_RayletLinesDropped` for the block (restored after it,
+    with an unfinished line written out)."""
+    stream = _RayletLinesDropped(sys.stdout)
+    sys.stdout = stream  # type: ignore[assignment]
+    _active.append(stream)
+    try:
+        yield
+    finally:
+        _active.remove(stream)
+        sys.stdout = stream.sink
+        if stream._pending and not _RAYLET_LINE.match(stream._pending):
+            stream.sink.write(stream._pending)
+
+
+def stopping() -> None:
+    """A stopped run is shutting Ray down: drop Ray's "(raylet)" lines from now on."""
+    for stream in _active:
+        stream.stopping.set()

@@ -22,7 +22,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from minkscan.distributed.console import ray_actor_line_dropped
+from minkscan.distributed.console import (
+    ray_actor_line_dropped,
+    raylet_lines_dropped_once_stopping,
+)
 from minkscan.distributed.context import data_context
 from minkscan.distributed.ids import IdReport
 from minkscan.distributed.session import verbose
@@ -238,8 +241,9 @@ def quiet_ray() -> Iterator[None]:
     and INFO lines, Ray's warnings about its own workings and the Python warnings of its
     modules, Ray Data's log of a failed task (a traceback whose cause the run's one-line
     error states first and alone), and the one error-level line Ray's C++ core prints for
-    Ray Data's actors whatever their arguments (`ray_actor_line_dropped`). Ray's other
-    errors, and minkscan's warnings, still show."""
+    Ray Data's actors whatever their arguments (`ray_actor_line_dropped`), and the
+    "(raylet)" lines of a stopped run's shutdown (`raylet_lines_dropped_once_stopping`).
+    Ray's other errors, and minkscan's warnings, still show."""
     if verbose():
         yield
         return
@@ -249,7 +253,12 @@ def quiet_ray() -> Iterator[None]:
         log.setLevel(level)
     settings = {"enable_progress_bars": False, "print_on_execution_start": False}
     try:
-        with warnings.catch_warnings(), data_context(**settings), ray_actor_line_dropped():
+        with (
+            warnings.catch_warnings(),
+            data_context(**settings),
+            ray_actor_line_dropped(),
+            raylet_lines_dropped_once_stopping(),
+        ):
             warnings.filterwarnings("ignore", module=r"ray(\.|$)")
             yield
     finally:

@@ -22,6 +22,8 @@ from collections.abc import Callable
 import pyarrow.fs as pafs
 
 from minkscan.config import ScanConfig
+from minkscan.distributed.adoption import rows_check
+from minkscan.distributed.console import stopping
 from minkscan.distributed.context import data_context
 from minkscan.distributed.failures import user_error_in
 from minkscan.distributed.ids import IdReport, check_ids
@@ -69,7 +71,7 @@ def run_scoring(config: ScanConfig) -> RunSummary:
     try:
         with lease.held():
             if plan.old_format:  # an output of an older minkscan: rekeyed by content
-                adopt(plan.output, plan.files, derived_ids=not plan.has_ids)
+                adopt(plan.output, plan.files, not plan.has_ids, rows_check(config, plan))
             plan = plan_run(config)  # again, now that no other run can write the output
             progress = Progress(config.ray.progress_seconds, plan.rows_to_score)
             _forget_reread(plan)
@@ -135,6 +137,7 @@ def _score(
             except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (`Terminated`)
                 interrupted = interrupt
                 restore_ctrl_c = _ignore_ctrl_c()  # until the line below is ready
+                stopping()  # Ray's "(raylet)" lines of the shutdown stay off the terminal
             finally:
                 progress.close()
             if interrupted is None:
