@@ -5,6 +5,7 @@ reading only what the steps before it wrote. The bundled SmolLM2 scores the samp
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from doc_examples import examples, run_page
@@ -34,6 +35,13 @@ def test_readme_runs_from_the_sample_to_a_decision_in_an_empty_directory(clone, 
     # What the walkthrough says each step shows.
     assert "scored 32 documents" in printed.out
     assert "too few calibration non-members" in printed.err
+    assert "Inconclusive at the 5% level (minkpp_k20)" in printed.out
+    auroc = re.search(r"blind AUROC (\d\.\d+)", printed.out)
+    assert auroc and round(float(auroc.group(1)), 2) == 0.96  # "about 0.96"
+    lines = printed.out.splitlines()
+    top = next(i for i, line in enumerate(lines) if line.startswith("Most member-like"))
+    ranks = [re.match(r"^  (\d+)\. ", line) for line in lines[top + 1 : top + 7]]
+    assert [m.group(1) for m in ranks if m] == ["1", "2", "3", "4", "5"]  # "printed the five"
     report = json.loads((clone / "out" / "report" / "report.json").read_text())
     assert report["decision"] == "inconclusive"  # the sample's two sets differ by text alone
     assert (clone / "out" / "report" / "decisions.parquet").is_file()
