@@ -170,6 +170,27 @@ def test_the_lease_is_taken_atomically_by_exactly_one_of_many(
     loser.release()
 
 
+def test_an_s3_lease_follows_the_endpoint_the_environment_names_when_it_is_made(
+    s3_env, tmp_path, monkeypatch
+):
+    """One process, two S3 stores named in turn by AWS_ENDPOINT_URL: each lease is written
+    to the store named when it is made (s3fs's instance cache once kept the first)."""
+    import boto3
+    from helpers import moto_s3
+
+    first = WriterLease("corpus/out", s3=S3Config())
+    with first.held():
+        pass
+    with moto_s3(tmp_path / "moto.log") as endpoint:
+        client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
+                              aws_secret_access_key="testing", region_name="us-east-1")  # fmt: skip
+        client.create_bucket(Bucket="corpus")
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+        with WriterLease("corpus/out", s3=S3Config()).held():
+            keys = [o["Key"] for o in client.list_objects_v2(Bucket="corpus")["Contents"]]
+            assert keys == [f"out/{LEASE}"]
+
+
 def test_a_lease_left_by_a_killed_run_is_taken_over_so_its_output_can_be_resumed(
     tiny_llama_dir, tmp_path, capsys, caplog
 ):

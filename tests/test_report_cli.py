@@ -156,4 +156,4 @@ def test_a_misspelt_group_column_or_method_gets_a_did_you_mean_and_the_valid_nam
     assert "did you mean 'dataset'?" in capsys.readouterr().err
     assert main([*base, "--method", "minkpp_k25"]) == 2
     err = capsys.readouterr().err
-    assert "did you mean 'minkpp_k20'?" in err and "both have: minkpp_k20, loss" in err
+    assert "did you mean 'minkpp_k20'?" in err and "both have: minkpp_k20, mean_logprob" in err

@@ -133,6 +133,10 @@ class _S3Store:
             secret=options.secret_access_key,
             endpoint_url=endpoint,
             client_kwargs={"region_name": options.region} if options.region else {},
+            # A fresh client: fsspec's instance cache would hand back one made earlier in
+            # this process, still bound to the endpoint and credentials the environment
+            # named then (a notebook, or a test suite, moving between S3 stores).
+            skip_instance_cache=True,
         )
         self.bucket, _, prefix = root.partition("/")
         self.key = f"{prefix}/{LEASE}" if prefix else LEASE
