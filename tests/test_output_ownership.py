@@ -118,13 +118,15 @@ def test_two_runs_on_one_output_get_exactly_one_writer(tiny_llama_dir, tmp_path)
     many = [f"A longer document {i} to keep the first run busy for a while." for i in range(200)]
     write_parquet(tmp_path / "in.parquet", id=[f"d{i}" for i in range(200)], text=many)
     out = tmp_path / "out"
-    first = score_process(tiny_llama_dir, tmp_path / "in.parquet", out,
-                          "--set", "data.piece_rows=20", "--set", "ray.block_rows=8")  # fmt: skip
+    # The same command twice (as a cron job started again would): with other settings the
+    # second could be refused for them instead, once the first has written its marker.
+    settings = ("--set", "data.piece_rows=20", "--set", "ray.block_rows=8")
+    first = score_process(tiny_llama_dir, tmp_path / "in.parquet", out, *settings)
     deadline = time.monotonic() + 120
     while not (out / LEASE).exists() and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert (out / LEASE).exists(), first.communicate()
-    second = score_process(tiny_llama_dir, tmp_path / "in.parquet", out)
+    second = score_process(tiny_llama_dir, tmp_path / "in.parquet", out, *settings)
     _, second_err = second.communicate(timeout=120)
     first_out, first_err = first.communicate(timeout=300)
 
