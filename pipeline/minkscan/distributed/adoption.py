@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from minkscan.config import ScanConfig
 from minkscan.distributed.plan import RunPlan
 from minkscan.distributed.stages import tokenize
-from minkscan.io.inputs import InputFile, ShardError
+from minkscan.io.inputs import InputFile, Piece, ShardError
 from minkscan.io.older_outputs import RowsCheck
 from minkscan.io.reading import read_piece
 from minkscan.schema import ID, INPUT_IDS, N_TOKENS, ROW, SCORED_STATUSES, STATUS
@@ -20,6 +20,9 @@ def rows_check(config: ScanConfig, plan: RunPlan) -> RowsCheck:
     """The `RowsCheck` of this run's inputs, model and scoring settings."""
     model = config.model.model_dump_json()
     id_column = config.data.id_column if plan.has_ids else None
+    pieces: dict[str, list[Piece]] = {}
+    for piece in plan.pieces:  # by input, once: not a pass over every piece per input
+        pieces.setdefault(piece.file.key, []).append(piece)
 
     def differing(file: InputFile, sample: pa.Table) -> int:
         columns = (sample[name].to_pylist() for name in (ROW, ID, N_TOKENS, STATUS))
@@ -27,7 +30,7 @@ def rows_check(config: ScanConfig, plan: RunPlan) -> RowsCheck:
         rows = pa.array(list(wanted), pa.int64())
         found: dict[int, tuple] = {}
         try:
-            for piece in (piece for piece in plan.pieces if piece.file.key == file.key):
+            for piece in pieces.get(file.key, []):
                 for block in read_piece(plan.fs, piece, text_column=config.data.text_column,
                                         id_column=id_column):  # fmt: skip
                     picked = block.filter(pc.is_in(block[ROW], value_set=rows))
