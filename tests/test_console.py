@@ -6,10 +6,17 @@ output show while a run goes and are dropped once a stopped run shuts Ray down."
 from __future__ import annotations
 
 import io
+import signal
 import subprocess
 import sys
 
-from minkscan.distributed.console import filtered, raylet_lines_dropped_once_stopping, stopping
+import pytest
+from minkscan.distributed.console import (
+    filtered,
+    raylet_lines_dropped_once_stopping,
+    stop_signals_mark_stopping,
+    stopping,
+)
 
 RAY_LINE = (
     "[2026-11-25 18:57:24,937 E 11062 11062] core_worker.cc:2465: Actor with class name: "
@@ -97,3 +104,24 @@ def test_raylet_lines_show_while_a_run_goes_and_are_dropped_once_it_is_stopping(
         "(raylet) A worker died or was killed while executing a task\nscored 10 documents\n"
         "the line after it\nan unfinished line"
     )
+
+
+def test_ctrl_c_marks_the_run_stopping_before_it_unwinds_through_ray(monkeypatch):
+    """Ray Data's iterator kills its actors while the interrupt unwinds through it, before
+    the run's own ``except``: the "(raylet)" lines of those kills are dropped already."""
+    terminal = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    before = signal.getsignal(signal.SIGINT)
+    with raylet_lines_dropped_once_stopping():
+        restore = stop_signals_mark_stopping()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                try:
+                    signal.raise_signal(signal.SIGINT)
+                finally:  # as Ray Data's iterator shuts its executor down
+                    print(SUBMIT_FAILED)
+        finally:
+            restore()
+        print("minkscan score: interrupted")
+    assert signal.getsignal(signal.SIGINT) is before
+    assert terminal.getvalue() == "minkscan score: interrupted\n"

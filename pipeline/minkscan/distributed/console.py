@@ -11,17 +11,20 @@ Ray's driver also prints the errors its cluster reports, each as a "(raylet) ...
 standard output. While a run goes they stay (a worker killed for memory is news); once a
 stopped run shuts Ray down (`stopping`), its tasks' failed submissions are reported that way
 ("Task ... submit failed. There are infinite retries remaining"), and those lines are the
-shutdown's, not the user's: `raylet_lines_dropped_once_stopping` drops them from then on.
+shutdown's, not the user's: `raylet_lines_dropped_once_stopping` drops them from then on,
+and `stop_signals_mark_stopping` marks the run stopping as Ctrl-C or SIGTERM arrives.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import TextIO
 
 RAY_ACTOR_LINE = re.compile(
@@ -151,3 +154,31 @@ def stopping() -> None:
     """A stopped run is shutting Ray down: drop Ray's "(raylet)" lines from now on."""
     for stream in _active:
         stream.stopping.set()
+
+
+def stop_signals_mark_stopping() -> Callable[[], None]:
+    """Ctrl-C and SIGTERM mark the run as stopping (`stopping`) the moment they arrive, then
+    act as they did: the interrupt unwinds through Ray Data's iterator, which kills its actors
+    on the way out, before any ``except`` of ours runs, and the "(raylet)" lines reporting
+    those kills must already be dropped. Returns what restores the handlers before."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {stop: signal.getsignal(stop) for stop in stops}
+
+    def mark_then_stop(signum: int, frame: FrameType | None) -> None:
+        stopping()
+        handler = previous[signum]
+        if callable(handler):
+            handler(signum, frame)
+        elif handler == signal.SIG_DFL:  # what the signal does by default, now
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+
+    def restore() -> None:
+        for stop in stops:
+            signal.signal(stop, previous[stop])
+
+    for stop in stops:
+        signal.signal(stop, mark_then_stop)
+    return restore

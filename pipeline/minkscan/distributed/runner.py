@@ -23,7 +23,7 @@ import pyarrow.fs as pafs
 
 from minkscan.config import ScanConfig
 from minkscan.distributed.adoption import rows_check
-from minkscan.distributed.console import stopping
+from minkscan.distributed.console import stop_signals_mark_stopping
 from minkscan.distributed.context import data_context
 from minkscan.distributed.failures import user_error_in
 from minkscan.distributed.ids import IdReport, check_ids
@@ -108,7 +108,7 @@ def _score(
     settings = {"target_max_block_size": config.ray.block_bytes,
                 "raise_original_map_exception": True}  # fmt: skip
     interrupted: KeyboardInterrupt | None = None
-    restore_ctrl_c: Callable[[], None] = _nothing
+    restore_signals: Callable[[], None] = _nothing
     terminal = sys.stderr.isatty() and not verbose()  # asked before quiet_ray pipes stderr
     width = shutil.get_terminal_size().columns
     if terminal and not joins_cluster(config):  # the wait before the bar: Ray's start-up
@@ -123,6 +123,7 @@ def _score(
             plan.output.create(plan.record, plan.files, derived_ids=not plan.has_ids)
             to_score = _without_bad(plan)
             progress.start(terminal=terminal, width=width)
+            restore_signals = stop_signals_mark_stopping()
             try:
                 if to_score:
                     dataset = build_dataset(plan.stages, to_score, config.ray.block_rows)
@@ -136,8 +137,7 @@ def _score(
                         )
             except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (`Terminated`)
                 interrupted = interrupt
-                restore_ctrl_c = _ignore_ctrl_c()  # until the line below is ready
-                stopping()  # Ray's "(raylet)" lines of the shutdown stay off the terminal
+                _ignore_ctrl_c()  # until the line below is ready
             finally:
                 progress.close()
             if interrupted is None:
@@ -150,7 +150,7 @@ def _score(
             raise cause from None
         raise
     finally:
-        restore_ctrl_c()
+        restore_signals()
     raise Interrupted(committed, interrupted_code(interrupted)) from None
 
 
@@ -158,14 +158,12 @@ def _nothing() -> None:
     """Nothing to restore."""
 
 
-def _ignore_ctrl_c() -> Callable[[], None]:
+def _ignore_ctrl_c() -> None:
     """Ignore Ctrl-C while a stopped run shuts Ray down and counts what it committed (a
     second, impatient one would cut that short and lose the line saying how many rows are
-    kept); returns what restores the handler before."""
-    if threading.current_thread() is not threading.main_thread():
-        return _nothing
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    return lambda: signal.signal(signal.SIGINT, previous)
+    kept); `stop_signals_mark_stopping`'s restore brings it back."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _forget_reread(plan: RunPlan) -> None:
