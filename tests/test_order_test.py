@@ -89,10 +89,12 @@ def test_more_shuffles_than_a_shard_has_orders_are_refused():
         (7, 4, 1, "7 examples cannot fill 4 shards of at least 2 examples: use --shards "
                   "between 2 and 3"),
         (7, 1, 1, "needs at least 2 shards (a t-test across them), got 1: use --shards between"),
-        (8, 4, 2, "shards of 2 examples have only 1 orders besides the published one, fewer "
+        (8, 4, 2, "shards of 2 examples have only 1 order besides the published one, fewer "
                   "than --permutations 2"),
         (9, 3, 1, "(1/2)^3 = 0.12; use --permutations 2 (p >= 0.037)"),
         (6, 3, 1, "6 examples are too few to reach it with these shuffles per shard"),
+        (100, 2, 10**9, "--permutations 1,000,000,000 is more than the 10,000 shuffles per "
+                        "shard an order test takes"),
     ],
 )  # fmt: skip
 def test_settings_that_cannot_reach_the_level_are_refused_naming_settings_that_can(

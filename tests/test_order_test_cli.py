@@ -193,6 +193,7 @@ def test_several_files_are_tested_in_one_table_with_holm_adjusted_p_values(
         (["--template", "{question:>2000000000}"], "has a format spec or conversion"),
         (["--shards", "1"], "use --shards between 2 and 12"),
         (["--permutations", "0"], "--permutations must be at least 1"),
+        (["--shards", "2", "--permutations", "999999999"], "use --permutations 10,000 or fewer"),
         (["--separator", "\\n\\n"], "--separator follows examples read from a column"),
     ],
 )

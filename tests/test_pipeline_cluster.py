@@ -214,3 +214,64 @@ def test_ctrl_c_and_sigterm_stop_a_run_in_one_line_and_the_rerun_resumes(tiny_ll
         committed.append(committed_ids(output))
         assert len(set(committed[-1])) == len(committed[-1]) and set(committed[-1]) <= set(ids)
     assert set(committed[0]) < set(committed[1])  # the second run went on from the first
+
+
+# Imported by every Python process of the run (PYTHONPATH): once ``armed`` exists, the next
+# score file written under the output's _tmp/ announces itself (``writing``) and never ends,
+# so the run is stopped with a commit half written.
+COMMIT_GATE = """
+import os, pathlib, time
+import pyarrow.parquet as pq
+
+_gate = pathlib.Path(os.environ["COMMIT_GATE"])
+_write_table = pq.write_table
+
+def write_table(table, where, *args, **kwargs):
+    if "/_tmp/" in str(where) and (_gate / "armed").exists():
+        _write_table(table.slice(0, 1), where, *args, **kwargs)  # a part of it on disk
+        (_gate / "writing").touch()
+        while True:
+            time.sleep(1)
+    return _write_table(table, where, *args, **kwargs)
+
+pq.write_table = write_table
+"""
+
+
+def test_sigterm_while_a_commit_is_written_keeps_only_whole_files_and_the_rerun_completes(
+    tiny_llama_dir, tmp_path
+):
+    """SIGTERM reaches the driver while the commit actor is inside a score file's write:
+    exit 143 with the one line; the file half written never becomes a part, every committed
+    id is there once, and the re-run scores the rest and clears the half-written file."""
+    ids = write_corpus(tmp_path / "in", documents=60, per_shard=20)
+    output, gate = tmp_path / "out", tmp_path / "gate"
+    gate.mkdir()
+    (tmp_path / "hooks").mkdir()
+    (tmp_path / "hooks" / "sitecustomize.py").write_text(COMMIT_GATE)
+    env = os.environ | {"COMMIT_GATE": str(gate), "PYTHONPATH": str(tmp_path / "hooks")}
+    command = [*score_command(tiny_llama_dir, tmp_path / "in", output),
+               "--set", "data.commit_seconds=0", "--set", "ray.block_rows=10"]  # fmt: skip
+    job = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env=env)  # fmt: skip
+    deadline = time.monotonic() + 180  # a hang guard, not a wait for progress
+    while not has_complete_piece(output):
+        assert job.poll() is None and time.monotonic() < deadline, job.stderr.read()[-3000:]
+        time.sleep(0.05)
+    (gate / "armed").touch()
+    while not (gate / "writing").exists():
+        assert job.poll() is None and time.monotonic() < deadline, job.stderr.read()[-3000:]
+        time.sleep(0.05)
+    job.send_signal(signal.SIGTERM)
+    _, stderr = job.communicate(timeout=120)
+    assert job.returncode == 143, stderr[-3000:]
+    kept = committed_ids(output)
+    rows = sum(part.rows for part in ScoreOutput(pafs.LocalFileSystem(), str(output)).parts())
+    assert stderr.splitlines()[-1] == (f"minkscan score: interrupted: {rows:,} rows committed; "
+                                       "re-run the same command to resume")  # fmt: skip
+    assert len(kept) == len(set(kept)) == rows and set(kept) < set(ids)
+    assert list((output / "_tmp").iterdir())  # the half-written file, never renamed
+    rerun = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert committed_ids(output) == ids  # every id once
+    assert not (output / "_tmp").exists() or not list((output / "_tmp").iterdir())

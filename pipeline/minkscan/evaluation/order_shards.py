@@ -8,8 +8,8 @@ other than the published one, drawn without replacement (the authors' ``random.s
 repeat the published order): so under the null the published order's rank among them is
 uniform, and the exact permutation p-value (`minkscan.evaluation.order_test`) can be no
 smaller than (1 / (P + 1)) ^ shards. Settings whose floor is not below alpha, with more
-shuffles than a shard has orders, or with too few examples are refused naming settings
-that can answer (`plan_problem`).
+shuffles than a shard has orders (or than `MAX_PERMUTATIONS`), or with too few examples are
+refused naming settings that can answer (`plan_problem`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,10 @@ DEFAULT_PERMUTATIONS = 50  # at most: fewer where the smallest shard has fewer o
 # Shards this small or smaller have their shuffles drawn from all their orders (at most
 # 7! = 5,040); larger ones by rejecting repeats among random permutations.
 ENUMERATED_SIZE = 7
+# Shuffles per shard at most: each is a forward pass and a row of the orderings table, built
+# in memory before scoring, and beyond it the exact p-value's floor, (1/10,001)^shards, is far
+# below any test level already.
+MAX_PERMUTATIONS = 10_000
 
 
 def shard_sizes(n_examples: int, shards: int) -> list[int]:
@@ -75,7 +79,7 @@ def default_permutations(n_examples: int, shards: int, most: int) -> int:
 def plan_problem(n_examples: int, shards: int, permutations: int, alpha: float) -> str | None:
     """Why these settings cannot answer at level ``alpha`` (None: they can), naming
     settings that can: too few examples, shards or shuffles, or more shuffles than a shard
-    has orders."""
+    has orders, or more than `MAX_PERMUTATIONS`."""
     if n_examples < 2 * MIN_EXAMPLES_PER_SHARD:
         return (f"{n_examples} examples are too few for the order test: it needs 2 shards of "
                 f"{MIN_EXAMPLES_PER_SHARD} examples")  # fmt: skip
@@ -87,15 +91,23 @@ def plan_problem(n_examples: int, shards: int, permutations: int, alpha: float) 
         return (f"{n_examples} examples cannot fill {shards} shards of at least "
                 f"{MIN_EXAMPLES_PER_SHARD} examples: use --shards between 2 and "
                 f"{most_shards}")  # fmt: skip
+    if permutations > MAX_PERMUTATIONS:
+        return (f"--permutations {permutations:,} is more than the {MAX_PERMUTATIONS:,} shuffles "
+                "per shard an order test takes (each is a forward pass and a row held in memory; "
+                f"{MAX_PERMUTATIONS:,} already puts the p-value's floor at (1/"
+                f"{MAX_PERMUTATIONS + 1:,})^shards): use --permutations {MAX_PERMUTATIONS:,} "
+                "or fewer")  # fmt: skip
     size = min(shard_sizes(n_examples, shards))
     if permutations > other_orders(size):
-        return (f"shards of {size} examples have only {other_orders(size)} orders besides the "
+        others = f"{other_orders(size)} order{'s' if other_orders(size) > 1 else ''}"
+        return (f"shards of {size} examples have only {others} besides the "
                 f"published one, fewer than --permutations {permutations}: use --permutations "
                 f"{other_orders(size)} or fewer, or fewer shards")  # fmt: skip
     if _reaches(shards, permutations, alpha):
         return None
     options = []
-    more = next((p for p in range(permutations + 1, 10_000) if _reaches(shards, p, alpha)), None)
+    more = next((p for p in range(permutations + 1, MAX_PERMUTATIONS + 1)
+                 if _reaches(shards, p, alpha)), None)  # fmt: skip
     if more is not None and _fits(n_examples, shards, more):
         options.append(f"--permutations {more} (p >= {exact_floor(shards, more):.2g})")
     wider = next((s for s in range(shards + 1, most_shards + 1)
