@@ -167,3 +167,30 @@ def test_a_second_run_reuses_each_shapes_decision_without_checking_it_again(monk
     with torch.inference_mode():
         dropped(batch_of(loaded))
     assert not dropped.active and not compiles
+
+
+def test_room_for_a_float32_copy_is_checked_on_every_gpu_for_the_weights_it_holds(monkeypatch):
+    """A model placed across GPUs: the second GPU, full, holds half the weights."""
+    from types import SimpleNamespace
+
+    def weight(index: int) -> SimpleNamespace:  # 2**20 bfloat16 weights on cuda:index
+        return SimpleNamespace(device=torch.device("cuda", index), numel=lambda: 2**20,
+                               element_size=lambda: 2)  # fmt: skip
+
+    model = SimpleNamespace(parameters=lambda: iter([weight(0), weight(1)]))
+    free = {0: 2**40, 1: 2**40}
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (free[device.index], 2**40))
+    assert compiled._room_for_float32(model)
+    free[1] = 2**20  # less than the 2 MiB more its half needs in float32
+    assert not compiled._room_for_float32(model)
+
+
+def test_the_probe_decisions_of_a_fine_tuned_copy_are_its_own(tmp_path):
+    """Same name and configuration, weights moved by a training step: another decisions file;
+    the same weights built again: the same file."""
+    first, again = build_tiny_model("llama"), build_tiny_model("llama")
+    assert probe_cache(first.model, tmp_path).path == probe_cache(again.model, tmp_path).path
+    with torch.no_grad():
+        for parameter in again.model.parameters():
+            parameter.add_(1e-3)
+    assert probe_cache(first.model, tmp_path).path != probe_cache(again.model, tmp_path).path

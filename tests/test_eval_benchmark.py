@@ -28,6 +28,15 @@ def test_metric_table_has_auroc_and_tpr_per_group_plus_all() -> None:
     assert bad["auroc_all"] == 0.0  # null scores are dropped, not counted as zero
 
 
+def test_a_group_named_all_keeps_its_own_columns_beside_the_pooled_ones() -> None:
+    frame = pl.DataFrame(
+        {"label": [0, 1, 0, 1], "group": ["all", "all", "x", "x"], "good": [0.1, 0.2, 0.4, 0.3]}
+    )
+    (row,) = metric_table(frame, {"Good": "good"}).to_dicts()
+    assert row["auroc_all"] == 1.0 and row["auroc_x"] == 0.0  # the group "all" alone
+    assert row["auroc_all groups"] == 0.5 and row["n_all groups"] == "2/2"
+
+
 def test_detailed_metric_table_adds_auroc_interval_tpr_at_1pct_and_fpr_at_95pct() -> None:
     frame = pl.DataFrame(
         {"label": [0, 0, 0, 0, 1, 1, 1, 1], "group": ["g"] * 8, "s": [1, 2, 3, 6, 4, 5, 7, 8]}

@@ -56,9 +56,15 @@ def k_sweep_columns(score_columns: Sequence[str]) -> dict[str, str]:
     }
 
 
-def _groups(frame: pl.DataFrame) -> list[str]:
-    groups = sorted(frame[GROUP].cast(pl.Utf8).unique().to_list())
-    return groups + [ALL_GROUPS] if len(groups) > 1 else groups
+def _subsets(frame: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+    """Each group's rows by its name, then, where there are several, all of them together
+    under `ALL_GROUPS` -- or, where a group already has that name, under "all groups" (the
+    name is a column suffix: a second "all" would overwrite the first)."""
+    groups = sorted(frame[GROUP].unique().to_list())
+    subsets = [(group, frame.filter(pl.col(GROUP) == group)) for group in groups]
+    if len(groups) > 1:
+        subsets.append((ALL_GROUPS if ALL_GROUPS not in groups else "all groups", frame))
+    return subsets
 
 
 def metric_table(
@@ -81,8 +87,7 @@ def metric_table(
     rows = []
     for name, column in methods.items():
         row: dict[str, object] = {"method": name, "column": column}
-        for group in _groups(frame):
-            subset = frame if group == ALL_GROUPS else frame.filter(pl.col(GROUP) == group)
+        for group, subset in _subsets(frame):
             subset = subset.drop_nulls(column)
             labels, scores = subset[LABEL].to_list(), subset[column].to_list()
             row[f"n_{group}"] = f"{sum(labels)}/{len(labels) - sum(labels)}"
@@ -108,8 +113,7 @@ def small_groups(frame: pl.DataFrame, minimum: int = MIN_PER_LABEL) -> list[str]
     of either label: its AUROC and TPR are too noisy to rank methods by."""
     frame = frame.with_columns(pl.col(GROUP).cast(pl.Utf8))
     sentences = []
-    for group in _groups(frame):
-        subset = frame if group == ALL_GROUPS else frame.filter(pl.col(GROUP) == group)
+    for group, subset in _subsets(frame):
         members = int((subset[LABEL] == 1).sum())
         nonmembers = subset.height - members
         if min(members, nonmembers) < minimum:

@@ -236,18 +236,20 @@ def _cast(module: torch.nn.Module, dtype: torch.dtype) -> None:
 
 
 def _room_for_float32(module: torch.nn.Module) -> bool:
-    """Whether the device has room for a float32 copy of ``module``'s weights (a CPU
-    always does); logs when it has not."""
-    parameter = next(module.parameters())
-    if parameter.device.type != "cuda":
-        return True
-    extra = sum(p.numel() * (4 - p.element_size()) for p in module.parameters())
-    free, _ = torch.cuda.mem_get_info(parameter.device)
-    if free < FLOAT32_HEADROOM * extra:
-        logger.info("no room for a float32 copy of the model body (%.1f GiB needed, %.1f "
-                    "free): judging the compiled body against its eager self",
-                    FLOAT32_HEADROOM * extra / 2**30, free / 2**30)  # fmt: skip
-        return False
+    """Whether every GPU holding part of ``module`` has room for a float32 copy of its part
+    of the weights (a CPU always has); logs the first that has not. A model placed across
+    GPUs (``device_map``) needs the room on each, for the weights each holds."""
+    extra: dict[torch.device, int] = {}
+    for p in module.parameters():
+        if p.device.type == "cuda":
+            extra[p.device] = extra.get(p.device, 0) + p.numel() * (4 - p.element_size())
+    for device, needed in extra.items():
+        free, _ = torch.cuda.mem_get_info(device)
+        if free < FLOAT32_HEADROOM * needed:
+            logger.info("no room on %s for a float32 copy of the model body (%.1f GiB needed, "
+                        "%.1f free): judging the compiled body against its eager self",
+                        device, FLOAT32_HEADROOM * needed / 2**30, free / 2**30)  # fmt: skip
+            return False
     return True
 
 

@@ -4,9 +4,10 @@ device pays for neither probe: whether the compiled model body is kept for a bat
 (`minkscan.models.probes`).
 
 One small JSON file per key under ``<cache>/probes/`` (`default_cache_dir`). The key is what
-the decisions depend on: the model's name and configuration, its dtype, the device's name and
-the versions of torch, transformers, triton and minkscan; a change to any of them starts a
-fresh file. Writes go through a temporary file and a rename, so concurrent actors on one node
+the decisions depend on: the model's name and configuration, a sample of its weights (a
+fine-tuned copy under the same name and configuration is another model: whether its compiled
+body agrees with eager is its own question), its dtype, the device's name and the versions of
+torch, transformers, triton and minkscan; a change to any of them starts a fresh file. Writes go through a temporary file and a rename, so concurrent actors on one node
 never read half a file (the last writer of a key wins; both wrote the same kind of answer).
 """
 
@@ -68,6 +69,7 @@ def probe_cache(model: PreTrainedModel, cache_dir: Path | None = None) -> ProbeC
     key = {
         "model": getattr(model.config, "_name_or_path", ""),
         "config": model.config.to_diff_dict(),
+        "weights": weights_sample(model),
         "dtype": str(weight.dtype),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
         "versions": {
@@ -77,6 +79,21 @@ def probe_cache(model: PreTrainedModel, cache_dir: Path | None = None) -> ProbeC
     text = json.dumps(key, sort_keys=True, default=str)
     digest = hashlib.sha256(text.encode()).hexdigest()[:20]
     return ProbeCache((cache_dir or default_cache_dir()) / "probes" / f"{digest}.json")
+
+
+def weights_sample(model: torch.nn.Module, values: int = 16) -> str:
+    """A digest of the first and last ``values`` values of every parameter: equal for one
+    checkpoint however it is loaded, and different for any training step of it (which moves
+    every parameter), at the cost of a few small copies instead of reading all the weights."""
+    digest = hashlib.sha256()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if parameter.device.type == "meta":  # offloaded (device_map): not here to read
+                continue
+            flat = parameter.detach().reshape(-1)
+            ends = torch.cat([flat[:values], flat[-values:]]).float().cpu()
+            digest.update(name.encode() + ends.numpy().tobytes())
+    return digest.hexdigest()[:20]
 
 
 def _version(package: str) -> str | None:
