@@ -107,6 +107,7 @@ def terminal_run(command: list[str], columns: int = 120) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", output.decode("utf-8", "replace"))  # colours: unseen
 
 
+@pytest.mark.slow
 def test_a_run_shows_only_a_progress_bar_and_its_summary_in_a_terminal(tiny_llama_dir, tmp_path):
     """(Without a terminal, progress lines: see test_pipeline_cluster's run beside a Ray.)"""
     write_parquet(tmp_path / "in.parquet", text=TEXTS)
@@ -124,6 +125,7 @@ def test_a_run_shows_only_a_progress_bar_and_its_summary_in_a_terminal(tiny_llam
     assert others == [], others  # no Ray notice, plan, hint, warning or error line
 
 
+@pytest.mark.slow
 def test_a_finished_output_is_answered_without_starting_ray(
     tiny_llama_dir, tmp_path, capsys, monkeypatch
 ):

@@ -111,7 +111,7 @@ def test_ctrl_c_marks_the_run_stopping_before_it_unwinds_through_ray(monkeypatch
     the run's own ``except``: the "(raylet)" lines of those kills are dropped already."""
     terminal = io.StringIO()
     monkeypatch.setattr(sys, "stdout", terminal)
-    before = signal.getsignal(signal.SIGINT)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
     with raylet_lines_dropped_once_stopping():
         restore = stop_signals_mark_stopping()
         try:
@@ -123,5 +123,6 @@ def test_ctrl_c_marks_the_run_stopping_before_it_unwinds_through_ray(monkeypatch
         finally:
             restore()
         print("minkscan score: interrupted")
-    assert signal.getsignal(signal.SIGINT) is before
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    signal.signal(signal.SIGINT, before)
     assert terminal.getvalue() == "minkscan score: interrupted\n"

@@ -46,6 +46,7 @@ def heavy_tailed(rng: np.random.Generator) -> np.ndarray:
     return rng.standard_t(3, size=(ROWS, len(FEATURES)))
 
 
+@pytest.mark.slow
 def test_iid_sets_are_told_apart_at_about_the_nominal_rate():
     assert _null_rate(_ours, normal) <= BOUND
     assert _null_rate(_ours, heavy_tailed) <= BOUND

@@ -59,6 +59,7 @@ def test_dcpdd_matches_a_float64_reference_of_the_paper(tiny_llama, tmp_path, cl
 
 
 @pytest.mark.usefixtures("local_ray")
+@pytest.mark.slow
 def test_frequencies_command_counts_like_the_tokenizer_and_feeds_the_score(
     tiny_llama_dir: Path, tiny_llama, tmp_path: Path, capsys
 ) -> None:

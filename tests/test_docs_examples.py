@@ -18,7 +18,6 @@ import yaml
 from doc_examples import examples, run_page
 from helpers import BIN, REPO, SAMPLE, ray_head
 
-pytestmark = pytest.mark.slow
 DOCS = REPO / "docs"
 
 
@@ -111,6 +110,7 @@ def ray_seeing_s3(scratch):
     ray.init(address="local", num_cpus=5, include_dashboard=False, log_to_driver=False)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("ray_seeing_s3")
 def test_every_docs_example_runs_as_written_after_the_quick_start(scratch, head):
     quick_start = "\n".join(

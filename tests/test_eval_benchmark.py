@@ -52,6 +52,7 @@ def test_detailed_metric_table_adds_auroc_interval_tpr_at_1pct_and_fpr_at_95pct(
 
 
 @pytest.mark.usefixtures("local_ray")
+@pytest.mark.slow
 def test_benchmark_command_scores_through_the_pipeline_with_baselines_and_windows(
     tiny_llama_dir, tiny_gpt2_dir, tmp_path, capsys
 ):
@@ -137,6 +138,7 @@ def test_group_with_one_class_names_the_group_in_the_error() -> None:
 
 
 @pytest.mark.usefixtures("local_ray")
+@pytest.mark.slow
 def test_benchmark_resumes_from_its_work_dir_and_refuses_one_of_other_data(
     tiny_llama_dir, tmp_path, capsys
 ):

@@ -51,6 +51,7 @@ def test_gradnorm_is_the_mean_gradient_norm_of_each_documents_loss(tiny_llama, p
     assert all(p.grad is None for p in tiny_llama.model.parameters())
 
 
+@pytest.mark.slow
 def test_gradnorm_is_off_by_default_and_a_stage_of_its_own(tiny_llama_dir, tmp_path, local_ray):
     assert BaselinesConfig().gradnorm is False
     texts = [TRAINING_TEXT[0], TRAINING_TEXT[2], ""]

@@ -91,6 +91,7 @@ def test_renamed_moved_or_rerooted_inputs_keep_their_rows_under_their_new_paths(
     assert len(list(out.glob("part-*.parquet"))) == 2  # no second copy of any row
 
 
+@pytest.mark.slow
 def test_an_edit_under_the_same_size_and_mtime_is_scored_again_and_never_mixed(
     tiny_llama_dir, scored, capsys
 ):
@@ -122,6 +123,7 @@ def test_an_edit_under_the_same_size_and_mtime_is_scored_again_and_never_mixed(
     assert after != pytest.approx(before, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_a_deleted_input_is_refused_by_name_or_its_rows_dropped_with_drop_missing(
     tiny_llama_dir, scored, capsys
 ):
@@ -164,6 +166,7 @@ def calibrated_nonmembers(out, tmp_path) -> int:
     return json.loads(calibration.read_text())["methods"]["mean_logprob"]["n_nonmembers"]
 
 
+@pytest.mark.slow
 def test_an_output_written_before_content_keys_is_adopted_without_scoring_again_or_renaming(
     tiny_llama_dir, scored, capsys
 ):
@@ -185,6 +188,7 @@ def test_an_output_written_before_content_keys_is_adopted_without_scoring_again_
     assert json.loads((out / MARKER).read_text())["format"] == 3
 
 
+@pytest.mark.slow
 def test_an_older_outputs_input_swapped_under_its_size_and_mtime_is_scored_again(
     tiny_llama_dir, scored, capsys, caplog
 ):

@@ -62,6 +62,7 @@ def test_changes_are_new_changed_unchanged_moved_or_removed_by_fingerprint() -> 
     assert changes.moved == [("e", "e2")]
 
 
+@pytest.mark.slow
 def test_second_local_scan_scores_only_new_and_changed_shards_and_diffs(
     tiny_llama_dir: Path, tmp_path: Path, calibration, capsys
 ) -> None:
@@ -140,6 +141,7 @@ def test_scan_on_s3_detects_a_changed_object(
     assert scored == {"a.parquet": 2, "b.parquet": 2}
 
 
+@pytest.mark.slow
 def test_a_scan_killed_midway_is_recovered_by_the_next_whatever_changed(
     tiny_llama_dir: Path, tmp_path: Path, calibration, caplog
 ) -> None:

@@ -107,6 +107,7 @@ def test_a_group_with_no_scored_document_is_named_and_fails_the_gate(tmp_path, c
 
 
 @pytest.mark.usefixtures("local_ray")
+@pytest.mark.slow
 def test_benchmark_with_no_scored_member_refuses_in_one_line(tiny_llama_dir, tmp_path, capsys):
     path = tmp_path / "set.parquet"
     texts = ["", "A river rose over its banks in May.", "  ", "The harbour froze."]

@@ -64,6 +64,7 @@ def _expected(loaded, examples: list[str], settings: OrderSettings):
 
 
 @pytest.mark.usefixtures("local_ray")
+@pytest.mark.slow
 def test_raw_lines_are_scored_as_the_authors_score_them_and_the_result_names_what_was_tested(
     benchmark_file, tiny_llama_dir, tmp_path, capsys
 ):
@@ -103,6 +104,7 @@ def test_raw_lines_are_scored_as_the_authors_score_them_and_the_result_names_wha
 
 
 @pytest.mark.usefixtures("local_ray")
+@pytest.mark.slow
 def test_a_template_on_s3_is_tested_and_a_killed_run_resumes_shard_by_shard(
     benchmark_file, tiny_llama_dir, tmp_path, s3_server, capsys
 ):
@@ -157,6 +159,7 @@ def test_a_template_on_s3_is_tested_and_a_killed_run_resumes_shard_by_shard(
 
 
 @pytest.mark.usefixtures("local_ray")
+@pytest.mark.slow
 def test_several_files_are_tested_in_one_table_with_holm_adjusted_p_values(
     tiny_llama_dir, tmp_path, capsys
 ):

@@ -32,6 +32,7 @@ def three_shards(directory):
     return directory
 
 
+@pytest.mark.slow
 def test_resuming_with_another_model_is_refused_naming_it_and_the_output_is_untouched(
     tiny_llama_dir, tiny_gpt2_dir, tmp_path, capsys
 ):
@@ -56,6 +57,7 @@ def test_resuming_with_another_model_is_refused_naming_it_and_the_output_is_unto
     assert scores(out)["id"].to_list() == [f"s{s}-{i}" for s in range(3) for i in range(2)]
 
 
+@pytest.mark.slow
 def test_resuming_with_a_score_changing_setting_is_refused_but_a_speed_setting_is_not(
     tiny_llama_dir, tmp_path, capsys
 ):
@@ -70,6 +72,7 @@ def test_resuming_with_a_score_changing_setting_is_refused_but_a_speed_setting_i
     assert code == 0 and "nothing to do: all 6 documents" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_changed_tokenizer_is_another_model_and_auto_is_the_dtype_it_resolves_to(
     tiny_llama_dir, tmp_path, capsys
 ):
@@ -94,6 +97,7 @@ def test_a_changed_tokenizer_is_another_model_and_auto_is_the_dtype_it_resolves_
     assert "model.weights: 'sha256:" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_commit_settings_are_free_between_runs_and_older_outputs_naming_them_resume(
     tiny_llama_dir, tmp_path, capsys
 ):
@@ -112,6 +116,7 @@ def test_commit_settings_are_free_between_runs_and_older_outputs_naming_them_res
     assert sorted(scores(out)["id"]) == sorted(f"s{s}-{i}" for s in range(3) for i in range(2))
 
 
+@pytest.mark.slow
 def test_two_runs_on_one_output_get_exactly_one_writer(tiny_llama_dir, tmp_path):
     """The first run holds the output's lease while it works; a second, started meanwhile,
     is refused in one line and writes nothing; the first completes every id once."""
@@ -193,6 +198,7 @@ def test_an_s3_lease_follows_the_endpoint_the_environment_names_when_it_is_made(
             assert keys == [f"out/{LEASE}"]
 
 
+@pytest.mark.slow
 def test_a_lease_left_by_a_killed_run_is_taken_over_so_its_output_can_be_resumed(
     tiny_llama_dir, tmp_path, capsys, caplog
 ):
@@ -216,6 +222,7 @@ def test_a_lease_left_by_a_killed_run_is_taken_over_so_its_output_can_be_resumed
     assert "s4-0" in scores(out)["id"].to_list()
 
 
+@pytest.mark.slow
 def test_an_output_inside_an_input_directory_is_refused_and_other_outputs_there_are_not_read(
     tiny_llama_dir, tmp_path, capsys
 ):
@@ -232,6 +239,7 @@ def test_an_output_inside_an_input_directory_is_refused_and_other_outputs_there_
 
 
 @pytest.mark.usefixtures("ids_counted")
+@pytest.mark.slow
 def test_a_shard_that_fails_the_id_check_is_skipped_and_named_or_fails_the_run_in_one_line(
     tiny_llama_dir, tmp_path, capsys
 ):
@@ -278,6 +286,7 @@ def test_a_shard_failing_midway_is_dropped_whole_and_the_summary_counts_kept_row
     assert scores(tmp_path / "out")["id"].to_list() == ["g0", "g1"]
 
 
+@pytest.mark.slow
 def test_a_skipped_shard_keeps_no_row_after_a_kill_and_a_resume(
     tiny_llama_dir, tmp_path, capsys, monkeypatch
 ):
@@ -339,6 +348,7 @@ def test_ids_keep_their_type_and_jsonl_may_mix_them(tiny_llama_dir, tmp_path):
     assert dict(zip(result["id"], result["status"], strict=True))["8"] == "not_text"
 
 
+@pytest.mark.slow
 def test_a_score_file_that_cannot_be_written_fails_the_run_naming_it_and_the_cause(
     tiny_llama_dir, tmp_path, capsys
 ):

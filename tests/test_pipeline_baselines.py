@@ -37,6 +37,7 @@ BASELINE_COLUMNS = [
 pytestmark = pytest.mark.usefixtures("local_ray")
 
 
+@pytest.mark.slow
 def test_baseline_stages_match_the_in_process_functions(tiny_llama_dir, tiny_gpt2_dir, tmp_path):
     frame = pl.DataFrame({"id": IDS, "text": TEXTS}, schema={"id": pl.Utf8, "text": pl.Utf8})
     frame.write_parquet(tmp_path / "in.parquet")
@@ -140,6 +141,7 @@ def test_resuming_with_other_baselines_fails_before_scoring_and_names_the_column
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == written
 
 
+@pytest.mark.slow
 def test_pac_wbc_and_samia_run_as_stages_with_the_in_process_values(
     tiny_llama_dir, tiny_gpt2_dir, tmp_path
 ):

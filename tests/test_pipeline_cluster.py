@@ -47,6 +47,12 @@ def committed_ids(output: Path) -> list[str]:
     )
 
 
+def ctrl_c_as_in_a_terminal() -> None:
+    """Ctrl-C's default action for the child, as a shell in a terminal starts a command: a
+    suite started in the background (``cmd &``) has SIGINT ignored, and children inherit it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def has_complete_piece(output: Path) -> bool:
     return (
         output.is_dir()
@@ -193,7 +199,7 @@ def test_ctrl_c_and_sigterm_stop_a_run_in_one_line_and_the_rerun_resumes(tiny_ll
     for stop, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
         before = len(committed[-1]) if committed else 0
         job = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env)  # fmt: skip
+                               text=True, env=env, preexec_fn=ctrl_c_as_in_a_terminal)  # fmt: skip
         deadline = time.monotonic() + 120
         while not has_complete_piece(output) or len(committed_ids(output)) <= before:
             assert job.poll() is None and time.monotonic() < deadline, job.stderr.read()[-3000:]

@@ -53,6 +53,7 @@ def test_an_output_that_is_a_file_or_cannot_be_created_fails_before_any_work(
     assert "cannot be created" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_undecodable_and_nul_only_rows_get_a_status_and_cost_no_other_row(tiny_llama_dir, tmp_path):
     texts = [b"A good first row of text.", b"\xff\xfe broken bytes", b"\x00\x00", b"Another row."]
     table = pa.table({"text": pa.array(texts, pa.binary()).cast(pa.string(), safe=False)})
@@ -65,6 +66,7 @@ def test_undecodable_and_nul_only_rows_get_a_status_and_cost_no_other_row(tiny_l
     assert result["mean_logprob"].is_null().to_list() == [False, True, True, False]
 
 
+@pytest.mark.slow
 def test_a_shard_with_corrupt_pages_is_skipped_whole_and_listed_or_fails_naming_it(
     tiny_llama_dir, tmp_path, capsys
 ):
@@ -112,6 +114,7 @@ def test_shards_whose_id_and_text_types_differ_are_unified(tiny_llama_dir, tmp_p
 
 
 @pytest.mark.usefixtures("ids_counted")
+@pytest.mark.slow
 def test_repeated_and_null_ids_are_scored_once_each_reported_and_refusable(
     tiny_llama_dir, tmp_path, capsys
 ):
@@ -155,6 +158,7 @@ def test_ids_of_a_small_input_are_counted_on_the_driver_and_of_a_large_one_by_ra
     assert not on_driver(pieces(1, -1))  # size unknown
 
 
+@pytest.mark.slow
 def test_a_partly_committed_piece_is_completed_with_only_its_missing_rows(
     tiny_llama_dir, tmp_path, capsys
 ):
@@ -200,6 +204,7 @@ def test_config_and_model_mistakes_fail_in_one_line_before_ray_work(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_rerun_over_a_complete_output_reads_no_input_row(tiny_llama_dir, tmp_path, capsys):
     path = tmp_path / "in.parquet"
     pq.write_table(pa.table({"text": ["One text.", "Two texts."]}), path, compression="none")
@@ -220,6 +225,7 @@ def test_a_rerun_over_a_complete_output_reads_no_input_row(tiny_llama_dir, tmp_p
     assert "nothing to do: all 2 documents already scored" in out
 
 
+@pytest.mark.slow
 def test_a_same_length_edit_of_a_parquet_file_without_statistics_is_scored_again(
     tiny_llama_dir, tmp_path, capsys
 ):

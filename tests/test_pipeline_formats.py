@@ -64,6 +64,7 @@ def test_each_format_is_scored_row_for_row_with_ids_from_its_relative_path(
     assert re.search(r"in \d+\.\d s \(\d+\.\d s in all\):", capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_jsonl_on_s3_is_read_and_scored_and_a_renamed_object_keeps_its_rows(
     tiny_llama_dir, tmp_path, capsys, s3_server
 ):
@@ -98,6 +99,7 @@ def test_limit_scores_the_first_n_rows_across_files(tiny_llama_dir, tmp_path, ca
     assert sorted(scores["id"].to_list()) == ["a.parquet:0", "a.parquet:1", "b.parquet:0"]
 
 
+@pytest.mark.slow
 def test_ids_are_kept_as_written_whatever_they_look_like(tiny_llama_dir, tmp_path, capsys):
     """CSV ids with leading zeros, dates and 30 digits, JSON string ids that look like dates,
     and JSON ids 7 and "7" (one a number): each id as its text, none merged, none crashing."""
@@ -116,6 +118,7 @@ def test_ids_are_kept_as_written_whatever_they_look_like(tiny_llama_dir, tmp_pat
     assert sorted(frame["id"].to_list()) == sorted([*csv_ids, "0042", "2024-02-01", "7", "x7"])
 
 
+@pytest.mark.slow
 def test_each_real_file_is_read_once_and_globs_follow_shell_rules(tiny_llama_dir, tmp_path, capsys):
     """A symlink loop inside the input reaches each file once (scored through the CLI); `*`
     stays in its directory and `**` goes to any depth (what discovery finds)."""
@@ -165,6 +168,7 @@ def test_scoring_a_score_output_says_what_it_is(tiny_llama_dir, tmp_path, capsys
     assert f"input {out} is a minkscan score output, not documents" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_files_an_input_directory_holds_but_does_not_read_are_counted_and_listed_with_v(
     tiny_llama_dir, tmp_path, capsys
 ):

@@ -95,6 +95,7 @@ def test_every_row_scored_once_with_in_process_scores_and_statuses(tiny_llama_di
     assert manifest["config"]["model"]["name"] == str(tiny_llama_dir)
 
 
+@pytest.mark.slow
 def test_a_single_shard_is_cut_into_blocks_that_several_scoring_actors_share(
     tiny_llama_dir, tmp_path
 ):
@@ -136,6 +137,7 @@ def test_ids_are_derived_from_file_and_row_when_the_input_has_none(tiny_llama_di
     ]
 
 
+@pytest.mark.slow
 def test_rerun_scores_only_pieces_missing_from_the_output(tiny_llama_dir, tmp_path):
     write_shards(tmp_path / "in", TEXTS, per_shard=3)
     first = tmp_path / "in" / "shard-000.parquet"
@@ -175,6 +177,7 @@ def test_bad_config_fails_before_any_work_and_names_the_key(tmp_path, capsys):
     assert not list(tmp_path.glob("*.parquet"))
 
 
+@pytest.mark.slow
 def test_killed_scoring_actor_is_replaced_and_its_batches_retried(
     tiny_llama_dir, tmp_path, monkeypatch
 ):
@@ -231,6 +234,7 @@ def test_killed_scoring_actor_is_replaced_and_its_batches_retried(
     assert ids == [f"doc-{i:05d}" for i in range(len(texts))]
 
 
+@pytest.mark.slow
 def test_minkscan_score_reads_and_writes_s3(tiny_llama_dir, tmp_path, s3_server, capsys):
     endpoint, client = s3_server
     write_shards(tmp_path / "in", TEXTS[:4], per_shard=2, with_ids=False)
@@ -311,3 +315,24 @@ def test_too_few_gpus_is_an_error_before_work_on_the_local_ray_and_a_warning_on_
     with caplog.at_level("WARNING", logger="minkscan.distributed.session"):
         warn_if_too_small(cluster)
     assert "it waits for GPU nodes" in caplog.text
+
+
+def test_ctrl_c_after_the_last_commit_still_says_how_many_rows_are_kept(
+    tiny_llama_dir, tmp_path, monkeypatch, capsys
+):
+    """An interrupt that lands after the pipeline (while the manifest is written) is the
+    same one line as one inside it, with the committed rows counted, and exit 130."""
+    from minkscan.distributed import runner
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    write_shards(tmp_path / "in", TEXTS, per_shard=4)
+    monkeypatch.setattr(runner, "write_manifest", interrupted)
+    command = ["score", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
+               "--model", str(tiny_llama_dir), "--set", "data.check_ids=false"]  # fmt: skip
+    assert main(command) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"minkscan score: interrupted: {len(TEXTS)} rows committed; re-run the same command "
+        "to resume"
+    )

@@ -86,6 +86,7 @@ def test_recall_and_conrecall_are_the_authors_definition_with_and_without_bos(ti
         assert list(rankdata(got[column])) == list(rankdata(expected[column]))
 
 
+@pytest.mark.slow
 def test_recall_on_smollm2_is_the_authors_definition(smollm2):
     texts = [TRAINING_TEXT[0], TRAINING_TEXT[2], "The river rose over its banks in May."]
     got = cached_scores(smollm2, texts)

@@ -73,6 +73,7 @@ def _report(scored, out: Path, *extra: str) -> list[str]:
             *extra]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_documents_are_selected_at_the_fdr_level_and_every_output_tells_the_same_story(
     scored, tmp_path, capsys
 ):
@@ -123,6 +124,7 @@ def test_documents_are_selected_at_the_fdr_level_and_every_output_tells_the_same
     assert "p (conformal)" in markdown and "p (conformal)" in page
 
 
+@pytest.mark.slow
 def test_a_heldout_set_scored_with_other_settings_is_refused_naming_the_difference(
     scored, tmp_path, capsys
 ):
@@ -132,6 +134,7 @@ def test_a_heldout_set_scored_with_other_settings_is_refused_naming_the_differen
     assert len(err.splitlines()) == 1 and not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_a_plain_heldout_score_file_is_used_with_a_warning_that_its_scoring_is_unchecked(
     scored, tmp_path, capsys
 ):
@@ -143,6 +146,7 @@ def test_a_plain_heldout_score_file_is_used_with_a_warning_that_its_scoring_is_u
 
 
 @pytest.mark.parametrize("level", ["0", "1", "1.5", "-0.1"])
+@pytest.mark.slow
 def test_an_fdr_level_outside_zero_one_is_refused(scored, tmp_path, capsys, level):
     assert main(_report(scored, tmp_path / "r", "--fdr", level)) == 2
     err = capsys.readouterr().err.strip()
@@ -158,6 +162,7 @@ def test_the_cli_defaults_are_the_libraries():
     ("heldout", "shared"),
     [("audited", "40 with the same id"), ("audited-renamed", "40 with the same text")],
 )
+@pytest.mark.slow
 def test_a_heldout_set_sharing_documents_with_the_audited_set_is_refused_by_name(
     scored, tmp_path, capsys, heldout, shared
 ):

@@ -29,6 +29,7 @@ def labelled(tmp_path_factory) -> Path:
 
 
 @pytest.mark.usefixtures("local_ray")
+@pytest.mark.slow
 def test_kept_columns_and_token_scores_feed_calibrate_and_report_without_a_join(
     labelled, tiny_llama_dir, tmp_path, capsys
 ) -> None:

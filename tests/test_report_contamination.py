@@ -77,6 +77,7 @@ def primary(report, group: str):
     return next(r for r in report.primary if r.group == group)
 
 
+@pytest.mark.slow
 def test_clean_group_is_flagged_at_about_the_fpr_and_not_significant(report) -> None:
     clean = primary(report, "clean")
     assert clean.n_scored == 2000
@@ -85,6 +86,7 @@ def test_clean_group_is_flagged_at_about_the_fpr_and_not_significant(report) -> 
     assert clean.contamination_low == 0.0 and clean.contamination < 0.05
 
 
+@pytest.mark.slow
 def test_contaminated_group_is_significant_and_its_fraction_is_estimated(report) -> None:
     dirty = primary(report, "dirty")
     assert dirty.p_value < 1e-10
@@ -94,6 +96,7 @@ def test_contaminated_group_is_significant_and_its_fraction_is_estimated(report)
     assert report.exceeding(0.2) == [dirty]
 
 
+@pytest.mark.slow
 def test_without_a_known_tpr_the_estimate_is_a_lower_bound(files: dict[str, Path]) -> None:
     calibration = calibrate(pl.read_parquet(files["nonmembers"]), n_resamples=50)
     report = build_report(pl.scan_parquet(files["scores"]), calibration, group_column="group")
@@ -102,6 +105,7 @@ def test_without_a_known_tpr_the_estimate_is_a_lower_bound(files: dict[str, Path
     assert 0.1 < dirty.contamination < 0.3
 
 
+@pytest.mark.slow
 def test_html_is_self_contained_and_escapes_document_text(report, tmp_path: Path) -> None:
     html_path, md_path, json_path, *_ = map(Path, write_report(report, tmp_path))
     page = html_path.read_text()
@@ -115,6 +119,7 @@ def test_html_is_self_contained_and_escapes_document_text(report, tmp_path: Path
     assert {row["group"] for row in summary["results"]} == {"clean", "dirty"}
 
 
+@pytest.mark.slow
 def test_cli_calibrates_then_fails_the_gate_only_above_the_bound(
     files: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -28,6 +28,7 @@ def wikimia(label: int) -> list[str]:
     return list(dict.fromkeys(data.filter(pl.col("label") == label)["text"].to_list()))
 
 
+@pytest.mark.slow
 def test_the_blind_baseline_tells_sources_apart_and_not_random_halves() -> None:
     old, new = wikimia(1), wikimia(0)  # events before 2017, events of 2024
     across = blind_auroc(old[:300], new[:300], n_resamples=200)
@@ -66,6 +67,7 @@ def shifted_sets(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_a_group_the_text_alone_tells_apart_is_inconclusive_everywhere_a_verdict_appears(
     shifted_sets, capsys
 ) -> None:
@@ -145,6 +147,7 @@ def test_auditing_the_calibrations_own_documents_is_called_out(shifted_sets, cap
     assert "looks like (part of) the calibration set" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_dataset_inference_against_a_heldout_set_told_apart_by_text_is_not_valid(
     shifted_sets, capsys
 ) -> None:

@@ -53,6 +53,7 @@ def extra_peak_bytes(scorer: DocumentScorer, texts: list[str]) -> int:
     ("head", "packing", "max_tokens"),
     [("fused", True, 256), ("fused", False, 128), ("logits", True, 256), ("fused", True, 1024)],
 )
+@pytest.mark.slow
 def test_one_batch_needs_no_more_than_the_stated_workspace(
     smollm2, head, packing, max_tokens
 ) -> None:

@@ -33,6 +33,7 @@ def smollm2_scores(smollm2: LoadedModel, first_64_rows: list[str]) -> pl.DataFra
     )
 
 
+@pytest.mark.slow
 def test_bundled_model_is_cached_as_safetensors_after_first_load(
     smollm2: LoadedModel, temporary_model_cache
 ) -> None:
@@ -43,6 +44,7 @@ def test_bundled_model_is_cached_as_safetensors_after_first_load(
     assert smollm2.model.get_output_embeddings().weight.shape[0] == 49152
 
 
+@pytest.mark.slow
 def test_every_one_of_the_first_64_wikimia_rows_gets_finite_scores(
     smollm2_scores: pl.DataFrame,
 ) -> None:
@@ -53,6 +55,7 @@ def test_every_one_of_the_first_64_wikimia_rows_gets_finite_scores(
         assert all(math.isfinite(v) for v in smollm2_scores[column]), column
 
 
+@pytest.mark.slow
 def test_real_model_scores_match_the_float64_reference(
     smollm2: LoadedModel, first_64_rows: list[str], smollm2_scores: pl.DataFrame
 ) -> None:
@@ -72,6 +75,7 @@ def test_real_model_scores_match_the_float64_reference(
             assert actual[column] == pytest.approx(expected[column], abs=1e-4, rel=0), column
 
 
+@pytest.mark.slow
 def test_lowest_k_means_grow_with_k_on_real_scores(smollm2_scores: pl.DataFrame) -> None:
     for prefix in ("mink", "minkpp"):
         ks = [smollm2_scores[f"{prefix}_k{p}"] for p in (10, 20, 50, 100)]

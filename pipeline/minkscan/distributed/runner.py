@@ -84,9 +84,13 @@ def run_scoring(config: ScanConfig) -> RunSummary:
             summary = _summary(config, plan, progress, seconds, ids)
             summary.manifest = write_manifest(plan.output, config, summary)
             plan.output.tidy()
-    except BaseException:
+    except BaseException as error:
         if fresh and not plan.output.exists():  # refused before it wrote its marker
             plan.fs.delete_dir(plan.output.root)
+        if isinstance(error, KeyboardInterrupt):  # before the pipeline or after it, not in it
+            committed = sum(p.rows for p in plan.output.visible(plan.output.parts())) if (
+                plan.output.exists()) else 0  # fmt: skip
+            raise Interrupted(committed, interrupted_code(error)) from None
         raise
     if summary.skipped_shards and summary.total_documents == 0:
         raise RunFailed(

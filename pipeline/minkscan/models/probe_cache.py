@@ -7,8 +7,9 @@ One small JSON file per key under ``<cache>/probes/`` (`default_cache_dir`). The
 the decisions depend on: the model's name and configuration, a sample of its weights (a
 fine-tuned copy under the same name and configuration is another model: whether its compiled
 body agrees with eager is its own question), its dtype, the device's name and the versions of
-torch, transformers, triton and minkscan; a change to any of them starts a fresh file. Writes go through a temporary file and a rename, so concurrent actors on one node
-never read half a file (the last writer of a key wins; both wrote the same kind of answer).
+torch, transformers, triton and minkscan; a change to any of them starts a fresh file.
+Writes go through a temporary file and a rename, so concurrent actors on one node never read
+half a file (the last writer of a key wins; both wrote the same kind of answer).
 """
 
 from __future__ import annotations
