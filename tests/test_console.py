@@ -112,17 +112,19 @@ def test_ctrl_c_marks_the_run_stopping_before_it_unwinds_through_ray(monkeypatch
     terminal = io.StringIO()
     monkeypatch.setattr(sys, "stdout", terminal)
     before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
-    with raylet_lines_dropped_once_stopping():
-        restore = stop_signals_mark_stopping()
-        try:
-            with pytest.raises(KeyboardInterrupt):
-                try:
-                    signal.raise_signal(signal.SIGINT)
-                finally:  # as Ray Data's iterator shuts its executor down
-                    print(SUBMIT_FAILED)
-        finally:
-            restore()
-        print("minkscan score: interrupted")
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    signal.signal(signal.SIGINT, before)
+    try:
+        with raylet_lines_dropped_once_stopping():
+            restore = stop_signals_mark_stopping()
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    try:
+                        signal.raise_signal(signal.SIGINT)
+                    finally:  # as Ray Data's iterator shuts its executor down
+                        print(SUBMIT_FAILED)
+            finally:
+                restore()
+            print("minkscan score: interrupted")
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert terminal.getvalue() == "minkscan score: interrupted\n"

@@ -88,8 +88,7 @@ def run_scoring(config: ScanConfig) -> RunSummary:
         if fresh and not plan.output.exists():  # refused before it wrote its marker
             plan.fs.delete_dir(plan.output.root)
         if isinstance(error, KeyboardInterrupt):  # before the pipeline or after it, not in it
-            committed = sum(p.rows for p in plan.output.visible(plan.output.parts())) if (
-                plan.output.exists()) else 0  # fmt: skip
+            committed = _committed_rows(plan) if plan.output.exists() else 0
             raise Interrupted(committed, interrupted_code(error)) from None
         raise
     if summary.skipped_shards and summary.total_documents == 0:
@@ -147,7 +146,7 @@ def _score(
             if interrupted is None:
                 return ids
         # Ray is shut down: no commit writes any more, so the file names give the final count.
-        committed = sum(part.rows for part in plan.output.visible(plan.output.parts()))
+        committed = _committed_rows(plan)
     except Exception as error:
         cause = user_error_in(error)
         if cause is not None and cause is not error:
@@ -156,6 +155,11 @@ def _score(
     finally:
         restore_signals()
     raise Interrupted(committed, interrupted_code(interrupted)) from None
+
+
+def _committed_rows(plan: RunPlan) -> int:
+    """Rows of the output's visible score files: what a stopped run keeps."""
+    return sum(part.rows for part in plan.output.visible(plan.output.parts()))
 
 
 def _nothing() -> None:

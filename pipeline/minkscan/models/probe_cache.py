@@ -83,9 +83,10 @@ def probe_cache(model: PreTrainedModel, cache_dir: Path | None = None) -> ProbeC
 
 
 def weights_sample(model: torch.nn.Module, values: int = 16) -> str:
-    """A digest of the first and last ``values`` values of every parameter: equal for one
-    checkpoint however it is loaded, and different for any training step of it (which moves
-    every parameter), at the cost of a few small copies instead of reading all the weights."""
+    """A digest of the first and last ``values`` values of every parameter (offloaded ones
+    left out): a fine-tune moves the values of the parameters it trains, so its copy of a
+    model gets a digest of its own, at the cost of a few small copies instead of reading all
+    the weights."""
     digest = hashlib.sha256()
     with torch.no_grad():
         for name, parameter in model.named_parameters():
