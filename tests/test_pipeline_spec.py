@@ -59,9 +59,11 @@ def test_extra_pass_stages_and_columns_come_from_the_registry():
 
 def test_the_driver_wires_model_stages_without_importing_model_code():
     """Stages named "module:name" reach Ray Data as stand-ins bearing the target's name; the
-    target (torch, transformers) is imported where the stand-in runs, not by the driver."""
+    target (torch, transformers) is imported where the stand-in runs, not by the driver,
+    whose runner and commands import neither (seconds of every run's start-up)."""
     code = (
         "import sys\n"
+        "import minkscan.commands.score, minkscan.commands.nightly, minkscan.distributed.runner\n"
         "from minkscan.config import build_config\n"
         "from minkscan.distributed.pipeline import Destination, score_stages\n"
         "import pyarrow.fs as pafs\n"

@@ -5,11 +5,11 @@ uses in-process; it owns batching and device placement, while the math lives in
 `minkscan.scoring` and the forward pass in `minkscan.models.forward`.
 
 A call is queued work until its result is read: `DocumentScorer.submit` builds each batch on
-the host and launches it without waiting for the device, and `PendingScores.result`
-(`minkscan.scoring.pending`) aggregates every document on the device and reads all scores
-back in one transfer. So the
-host prepares batch i+1 while the GPU computes batch i, and `score_texts` tokenises the next
-chunk of texts while the GPU scores the previous one.
+the host and launches it without waiting for the device, and `PendingScores` aggregates
+every document on the device and copies all scores back in one transfer, queued behind the
+call's passes (`queue_read`) and waited for by `result`. So the host prepares batch i+1
+while the GPU computes batch i, and `score_frame` reads one chunk of texts back and
+tokenises the next while the GPU scores the chunk between them.
 
 Memory: between calls the scorer holds the model and its head's tensors only; at the peak
 of a batch, at most `minkscan.models.workspace.batch_bytes` more (`workspace_bytes`).
@@ -234,12 +234,17 @@ class DocumentScorer:
         ]
 
     def score_frame(self, texts: Sequence[object]) -> pl.DataFrame:
-        """Tokenise and score ``texts``; one row per input, in input order. Each chunk of
-        `FRAME_CHUNK` texts is tokenised and launched before the previous one is read back."""
+        """Tokenise and score ``texts``; one row per input, in input order.
+
+        Each chunk of `FRAME_CHUNK` texts is launched with its read queued behind it, and the
+        previous chunk is read back after that: the wait ends with the previous chunk's own
+        work, so the host reads it and tokenises the next chunk while the device computes
+        this one."""
         parts: list[dict[str, list[Any]]] = []
         pending: PendingScores | None = None
         for start in range(0, max(len(texts), 1), FRAME_CHUNK):
             launched = self.submit(self.encode(texts[start : start + FRAME_CHUNK]))
+            launched.queue_read()
             if pending is not None:
                 parts.append(pending.result())
             pending = launched

@@ -9,7 +9,6 @@ import pyarrow.compute as pc
 
 from minkscan.config import ScanConfig
 from minkscan.distributed.plan import RunPlan
-from minkscan.distributed.stages import tokenize
 from minkscan.io.inputs import InputFile, Piece, ShardError
 from minkscan.io.older_outputs import RowsCheck
 from minkscan.io.reading import read_piece
@@ -44,7 +43,11 @@ def rows_check(config: ScanConfig, plan: RunPlan) -> RowsCheck:
 
 
 def _described(block: pa.Table, model: str, config: ScanConfig) -> dict[int, tuple]:
-    """{row: (id, n_tokens, status)} of ``block`` as the scoring stage would write them."""
+    """{row: (id, n_tokens, status)} of ``block`` as the scoring stage would write them.
+    The stage's own function, imported here: it brings torch and transformers, which the
+    driver of every other run does without (seconds of its start-up)."""
+    from minkscan.distributed.stages import tokenize
+
     tokens = tokenize(block, model=model, scoring=config.scoring)
     return {
         row: (id_, len(ids) - 1 if status in SCORED_STATUSES else 0, status)

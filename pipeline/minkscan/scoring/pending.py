@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,40 @@ class Aggregation:
     reference: ReferenceFrequencies | None
 
 
+@dataclass(frozen=True)
+class _Read:
+    """One call's scores on their way to the host, as one flat float64 array: the
+    [documents, columns] matrix first (its ``shape``; documents longest first, ``rows``
+    naming each one's document), then the token z-scores when kept (``sorted_lengths`` of
+    them, in that order). On a GPU the copy lands in pinned memory behind the work that
+    computes it, and ``done`` marks when it has."""
+
+    host: torch.Tensor
+    shape: tuple[int, int]
+    rows: np.ndarray
+    sorted_lengths: np.ndarray
+    done: torch.cuda.Event | None
+
+    @classmethod
+    def queued(
+        cls, values: torch.Tensor, shape: tuple[int, int], rows: np.ndarray,
+        sorted_lengths: np.ndarray,
+    ) -> _Read:  # fmt: skip
+        if values.device.type != "cuda":
+            return cls(values.cpu(), shape, rows, sorted_lengths, None)
+        host = torch.empty(values.shape, dtype=values.dtype, pin_memory=True)
+        host.copy_(values, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record(torch.cuda.current_stream(values.device))
+        return cls(host, shape, rows, sorted_lengths, done)
+
+    def wait(self) -> np.ndarray:
+        """The values, once they are on the host (waits for this copy only)."""
+        if self.done is not None:
+            self.done.synchronize()
+        return self.host.numpy()
+
+
 @dataclass
 class PendingScores:
     """The launched forward passes of one `minkscan.scorer.DocumentScorer.submit` call;
@@ -49,20 +83,21 @@ class PendingScores:
     pieces: list[tuple[int, Window]]
     launched: list[int]
     outputs: list[TokenStats]
+    _read: _Read | None = field(default=None, init=False, repr=False)
 
-    def result(self) -> dict[str, list[Any]]:
-        """Aggregate every document on the device and read the scores back in one transfer."""
+    def queue_read(self) -> None:
+        """Queue the aggregation of every document and the copy of its scores to the host
+        behind this call's forward passes, without waiting for them. A chunk whose read is
+        queued before the next chunk's passes are launched is read back while the device
+        computes those (`minkscan.scorer.DocumentScorer.score_frame`). Idempotent; `result`
+        queues it when nobody has."""
+        if self.scorable:
+            self._queued_read()
+
+    def _queued_read(self) -> _Read:
+        if self._read is not None:
+            return self._read
         documents, scorer = self.documents, self.aggregation
-        result: dict[str, list[Any]] = {
-            N_TOKENS: [doc.n_scored for doc in documents],
-            STATUS: [doc.status for doc in documents],
-        }
-        for name in scorer.columns:
-            result[name] = [None] * len(documents)
-        if scorer.scoring.token_scores:
-            result |= {name: [None] * len(documents) for name in TOKEN_COLUMNS}
-        if not self.scorable:
-            return result
         lengths = np.array([documents[i].n_scored for i in self.scorable], dtype=np.int64)
         order = np.argsort(-lengths, kind="stable")  # longest first: groups of like lengths
         stats = self._in_document_order(order)
@@ -78,15 +113,38 @@ class PendingScores:
                 token_z.append(part.minkpp().to(torch.float64))
             start = stop
         matrix = torch.cat(values)
-        host = torch.cat([matrix.flatten(), *token_z]).cpu().numpy()  # the one transfer
-        rows = np.asarray(self.scorable)[order]  # the document of each row of ``matrix``
-        scores = np.full((len(documents), matrix.shape[1]), np.nan)
-        scores[rows] = host[: matrix.numel()].reshape(matrix.shape)
+        self._read = _Read.queued(
+            torch.cat([matrix.flatten(), *token_z]),  # the one transfer
+            (matrix.shape[0], matrix.shape[1]),
+            np.asarray(self.scorable)[order],
+            sorted_lengths,
+        )
+        return self._read
+
+    def result(self) -> dict[str, list[Any]]:
+        """Every document's columns: waits for this call's read (queued now if it was not)
+        and nothing queued after it."""
+        documents, scorer = self.documents, self.aggregation
+        result: dict[str, list[Any]] = {
+            N_TOKENS: [doc.n_scored for doc in documents],
+            STATUS: [doc.status for doc in documents],
+        }
+        for name in scorer.columns:
+            result[name] = [None] * len(documents)
+        if scorer.scoring.token_scores:
+            result |= {name: [None] * len(documents) for name in TOKEN_COLUMNS}
+        if not self.scorable:
+            return result
+        read = self._queued_read()
+        host = read.wait()
+        size = read.shape[0] * read.shape[1]
+        scores = np.full((len(documents), read.shape[1]), np.nan)
+        scores[read.rows] = host[:size].reshape(read.shape)
         for column, name in enumerate(scorer.columns):
             result[name] = [None if math.isnan(v) else v for v in scores[:, column].tolist()]
         if scorer.scoring.token_scores:
-            token_z = np.split(host[matrix.numel() :], np.cumsum(sorted_lengths)[:-1])
-            for index, z in zip(rows.tolist(), token_z, strict=True):
+            token_z = np.split(host[size:], np.cumsum(read.sorted_lengths)[:-1])
+            for index, z in zip(read.rows.tolist(), token_z, strict=True):
                 result[TOKEN_Z][index] = z.astype(np.float32).tolist()
                 spans = documents[index].spans[1:]
                 if spans:
