@@ -57,7 +57,7 @@ PROBE_TEXT = "The quick brown fox jumps over the lazy dog near the bank of the r
 # memory; on a GPU the token budget alone bounds a batch.
 CPU_MAX_ROWS = 64
 # Texts tokenised at a time by `DocumentScorer.score_frame` (the next chunk is tokenised
-# while the device scores the previous one).
+# while the device scores this one).
 FRAME_CHUNK = 1024
 
 
