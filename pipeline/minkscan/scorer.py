@@ -267,6 +267,12 @@ def _split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, A
     )
 
 
+def expected_tokens(texts: Sequence[object]) -> int:
+    """The tokens ``texts`` are likely to hold, from their characters: what a scorer is told
+    to expect (whether compiling its body pays) before anything is tokenised."""
+    return sum(len(text) for text in texts if isinstance(text, str)) // CHARS_PER_TOKEN
+
+
 def score_texts(
     texts: Sequence[object], model: str | LoadedModel = DEFAULT_MODEL, **options: Any
 ) -> pl.DataFrame:
@@ -284,8 +290,8 @@ def score_texts(
             raise TypeError(
                 f"model options {sorted(model_options)} need a model name, not a LoadedModel"
             )
-        expected = sum(len(text) for text in texts if isinstance(text, str)) // CHARS_PER_TOKEN
-        return DocumentScorer(model, scoring, expected_tokens=expected).score_frame(texts)
+        scorer = DocumentScorer(model, scoring, expected_tokens=expected_tokens(texts))
+        return scorer.score_frame(texts)
     config = ModelConfig(name=model, **model_options)
     return _cached_scorer(config.model_dump_json(), scoring.model_dump_json()).score_frame(texts)
 
